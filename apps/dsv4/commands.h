@@ -1,0 +1,14 @@
+// apps/dsv4/commands.h — every subcommand registers itself on the CLI11 app here.
+//
+// Each add_*_command adds one subcommand (with its --help) whose callback stores the process exit
+// code in `exit_code`. Commands print results on stdout and errors on stderr.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace dsv4::app {
+
+void add_inspect_command(CLI::App& app, int& exit_code);
+void add_bench_command(CLI::App& app, int& exit_code);
+
+}  // namespace dsv4::app

@@ -1,0 +1,28 @@
+// apps/dsv4/main.cpp — the dsv4 binary: subcommand dispatch and process-wide flags.
+#include <cstdio>
+#include <string>
+
+#include "base/flags.h"
+#include "dsv4/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"dsv4 — DeepSeek V4 Flash inference engine and server"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "dsv4 0.1.0");
+  // Process-wide flags from the registry (base/flags.cpp); each also reads its env alias.
+  for (const auto& spec : dsv4::flag_specs()) {
+    app.add_option_function<std::string>(
+           "--" + std::string(spec.name),
+           [name = spec.name](const std::string& v) { (void)dsv4::set_flag(name, v); }, std::string(spec.help))
+        ->envname(std::string(spec.env_alias));
+  }
+  int exit_code = 0;
+  dsv4::app::add_inspect_command(app, exit_code);
+  dsv4::app::add_bench_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}

@@ -1,0 +1,6 @@
+// backend/cpu/mxfp4.cpp — PLACEHOLDER: registers no types yet (being written).
+#include "backend/cpu/quant.h"
+
+namespace dsv4::cpu {
+std::span<const TypeKernels> mxfp4_type_kernels() { return {}; }
+}  // namespace dsv4::cpu

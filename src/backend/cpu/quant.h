@@ -1,0 +1,98 @@
+// backend/cpu/quant.h — the per-type kernel table every CPU kernel and tool goes through.
+//
+// For each tensor type dsv4 computes with, one TypeKernels entry gives:
+//   dequantize_row  blocks -> f32 (bit-identical to ggml's reference / llama.cpp's gguf numpy code)
+//   quantize_row    f32 -> blocks, the reference quantizer (error-minimising for the K/IQ/FPx types,
+//                   optionally weighted by an importance vector of n floats)
+//   quantize_act    f32 activations -> the activation format vec_dot consumes (ActFormat)
+//   vec_dot[level]  dot of one weight row with one quantized activation row, per SimdLevel.
+//
+// Determinism contract (every type, every SIMD level, and later CUDA): vec_dot returns exactly the
+// same float bits as the scalar reference. Each type defines ONE accumulation order, written at its
+// definition; the common pattern is the "32 interleaved partials" of accumulate.h: the exact integer
+// dot of block b is scaled (fixed float op sequence, no contraction) and added into partial[b % 32],
+// blocks in increasing order; then reduce_partials32's fixed pairwise tree. A warp reproduces it
+// with lane = b % 32 and shuffle-down offsets 16, 8, 4, 2, 1.
+//
+// Thread-count independence is by construction: a vec_dot is one output element, computed by one
+// thread, and matmul.h never splits a dot across threads.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "base/cpu_features.h"
+#include "base/tensor_type.h"
+
+namespace dsv4::cpu {
+
+// Activation formats that vec_dot kernels consume.
+enum class ActFormat {
+  kF32,   // plain float (F32/F16/BF16 weights)
+  kQ8_0,  // BlockQ8_0Act per 32 values
+  kQ8_K,  // BlockQ8_K per 256 values
+};
+
+// Activation block for 32-element weight formats: f32 scale (not f16 as in ggml's block_q8_0 — the
+// activation scale stays exact), int8 values. x ≈ d * qs[i].
+struct BlockQ8_0Act {
+  float d;
+  int8_t qs[32];
+};
+static_assert(sizeof(BlockQ8_0Act) == 36);
+
+// Activation block for 256-element super-block formats (ggml's block_q8_K). bsums[k] = Σ qs[16k..16k+15].
+struct BlockQ8_K {
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];
+};
+static_assert(sizeof(BlockQ8_K) == 292);
+
+using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
+// importance: nullptr or n non-negative weights for the squared error of each element.
+using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n, const float* importance);
+using QuantizeActFn = void (*)(const float* src, void* dst, int64_t n);
+// n elements (a multiple of the type's block size); w: one weight row; act: one activation row in
+// the type's ActFormat. Returns the dot product.
+using VecDotFn = float (*)(int64_t n, const void* w, const void* act);
+
+struct TypeKernels {
+  TensorType type = TensorType::kF32;
+  ActFormat act = ActFormat::kF32;
+  DequantizeRowFn dequantize_row = nullptr;
+  QuantizeRowFn quantize_row = nullptr;
+  // Indexed by SimdLevel (scalar, avx2, avx512). vec_dot[0] (scalar) is always set and is the
+  // reference; a null entry at a higher level means "use the next lower level".
+  VecDotFn vec_dot[3] = {nullptr, nullptr, nullptr};
+};
+
+// nullptr for types without kernels (sizes-only types such as Q4_0, and I32 which has no dot).
+const TypeKernels* type_kernels(TensorType type);
+// Every registered entry (for tests and bench).
+std::span<const TypeKernels* const> all_type_kernels();
+
+// The vec_dot to use at `max_level` (falls back to lower levels), never null.
+VecDotFn select_vec_dot(const TypeKernels& k, SimdLevel max_level);
+// The highest level that actually has its own kernel for this type, at most max_level.
+SimdLevel effective_simd_level(const TypeKernels& k, SimdLevel max_level);
+
+// Bytes of one activation row of n elements in `format` (n a multiple of its block size).
+int64_t act_row_bytes(ActFormat format, int64_t n);
+// Quantizes one f32 activation row into `format` (for kF32 a plain copy). Scalar reference; the
+// result is what every SIMD vec_dot consumes.
+void quantize_act_row(ActFormat format, const float* src, void* dst, int64_t n);
+
+// Family registration hooks (each family's .cpp defines its function; type_kernels.cpp collects).
+std::span<const TypeKernels> float_type_kernels();  // F32, F16, BF16
+std::span<const TypeKernels> q8_0_type_kernels();   // Q8_0
+std::span<const TypeKernels> k_quant_type_kernels();  // Q2_K, Q4_K
+std::span<const TypeKernels> iq2_xxs_type_kernels();  // IQ2_XXS
+std::span<const TypeKernels> mxfp4_type_kernels();    // MXFP4
+std::span<const TypeKernels> rocmfpx_type_kernels();  // ids 100-107
+
+// Activation quantizers (act_quant.cpp).
+void quantize_act_q8_0(const float* src, void* dst, int64_t n);  // n % 32 == 0
+void quantize_act_q8_k(const float* src, void* dst, int64_t n);  // n % 256 == 0
+
+}  // namespace dsv4::cpu

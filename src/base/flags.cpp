@@ -1,0 +1,80 @@
+// base/flags.cpp — flag declarations and their storage.
+#include "base/flags.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace dsv4 {
+namespace {
+
+constexpr FlagSpec kFlags[] = {
+    {"threads", "DSV4_THREADS", "0", "CPU worker threads for kernels (0 = all online CPUs)"},
+    {"simd", "DSV4_SIMD", "auto",
+     "highest SIMD level kernels may use: auto, avx512, avx2 or scalar (results are identical; speed differs)"},
+    {"log-level", "DSV4_LOG_LEVEL", "info", "log verbosity on stderr: error, warn, info, debug"},
+};
+
+std::mutex& overrides_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, std::string, std::less<>>& overrides() {
+  static std::map<std::string, std::string, std::less<>> m;
+  return m;
+}
+const FlagSpec* find_spec(std::string_view name) {
+  for (const auto& f : kFlags)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+std::span<const FlagSpec> flag_specs() { return kFlags; }
+
+std::string flag_value(std::string_view name) {
+  const FlagSpec* spec = find_spec(name);
+  if (spec == nullptr) return {};
+  {
+    std::lock_guard<std::mutex> lock(overrides_mu());
+    auto it = overrides().find(name);
+    if (it != overrides().end()) return it->second;
+  }
+  if (!spec->env_alias.empty()) {
+    if (const char* env = std::getenv(std::string(spec->env_alias).c_str()); env != nullptr) return env;
+  }
+  return std::string(spec->default_value);
+}
+
+Status set_flag(std::string_view name, std::string value) {
+  if (find_spec(name) == nullptr) return invalid_argument("unknown flag '" + std::string(name) + "'");
+  std::lock_guard<std::mutex> lock(overrides_mu());
+  overrides()[std::string(name)] = std::move(value);
+  return ok_status();
+}
+
+Result<int64_t> flag_int(std::string_view name) {
+  const std::string v = flag_value(name);
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || end == nullptr || *end != '\0' || errno != 0)
+    return invalid_argument("flag '" + std::string(name) + "': expected an integer, got '" + v + "'");
+  return static_cast<int64_t>(x);
+}
+
+std::string flags_markdown() {
+  // Built with append(): GCC 12 gives a false -Wrestrict on chained operator+ of std::string.
+  std::string s = "| flag | env | default | meaning |\n|---|---|---|---|\n";
+  for (const auto& f : kFlags) {
+    s.append("| `--").append(f.name).append("` | ");
+    if (!f.env_alias.empty()) s.append("`").append(f.env_alias).append("`");
+    s.append(" | `").append(f.default_value).append("` | ").append(f.help).append(" |\n");
+  }
+  return s;
+}
+
+}  // namespace dsv4

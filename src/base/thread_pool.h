@@ -1,0 +1,51 @@
+// base/thread_pool.h — a persistent worker pool with static partitioning.
+//
+// Created once (per engine), used by every CPU kernel. Work of n items is split into contiguous
+// equal ranges: thread i gets [n*i/T, n*(i+1)/T). Results never depend on the thread count because
+// every kernel computes each output element entirely inside one item, in a fixed order.
+//
+// The calling thread takes part as thread 0. Not re-entrant: one run() at a time per pool.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dsv4 {
+
+class ThreadPool {
+ public:
+  // n_threads <= 0: the number of online CPUs.
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(begin, end, thread) once per thread with that thread's contiguous share of
+  // [0, n_items); shares are empty when n_items < size(). Blocks until all are done.
+  void parallel_for(int64_t n_items, const std::function<void(int64_t begin, int64_t end, int thread)>& fn);
+
+  static int hardware_threads();
+
+ private:
+  void worker_loop(int thread);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
+  int64_t job_items_ = 0;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace dsv4
