@@ -1,0 +1,79 @@
+// backend/cpu/float_types.cpp — scalar reference for F32, F16, BF16 (order: see float_types.h).
+#include "backend/cpu/float_types.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/accumulate.h"
+#include "backend/cpu/quant.h"
+#include "base/half.h"
+
+namespace dsv4::cpu {
+namespace {
+
+inline float load_f32(const void* p, int64_t i) {
+  float v;
+  std::memcpy(&v, static_cast<const uint8_t*>(p) + 4 * i, 4);
+  return v;
+}
+inline uint16_t load_u16(const void* p, int64_t i) {
+  uint16_t v;
+  std::memcpy(&v, static_cast<const uint8_t*>(p) + 2 * i, 2);
+  return v;
+}
+
+struct F32Elem {
+  static float get(const void* p, int64_t i) { return load_f32(p, i); }
+};
+struct F16Elem {
+  static float get(const void* p, int64_t i) { return f16_to_f32(load_u16(p, i)); }
+};
+struct BF16Elem {
+  static float get(const void* p, int64_t i) { return bf16_to_f32(load_u16(p, i)); }
+};
+
+template <typename E>
+float vec_dot_scalar(int64_t n, const void* w, const void* x) {
+  Partials32 acc;
+  const float* xf = static_cast<const float*>(x);
+  for (int64_t i = 0; i < n; ++i) acc.p[i & 31] = std::fma(E::get(w, i), xf[i], acc.p[i & 31]);
+  return acc.reduce();
+}
+
+template <typename E>
+void dequantize_row(const void* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = E::get(src, i);
+}
+
+void quantize_row_f32(const float* src, void* dst, int64_t n, const float*) {
+  std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+void quantize_row_f16(const float* src, void* dst, int64_t n, const float*) {
+  auto* d = static_cast<uint8_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = f32_to_f16(src[i]);
+    std::memcpy(d + 2 * i, &h, 2);
+  }
+}
+void quantize_row_bf16(const float* src, void* dst, int64_t n, const float*) {
+  auto* d = static_cast<uint8_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = f32_to_bf16(src[i]);
+    std::memcpy(d + 2 * i, &h, 2);
+  }
+}
+
+const TypeKernels kFloatKernels[] = {
+    {TensorType::kF32, ActFormat::kF32, dequantize_row<F32Elem>, quantize_row_f32,
+     {vec_dot_scalar<F32Elem>, vec_dot_f32_avx2, vec_dot_f32_avx512}},
+    {TensorType::kF16, ActFormat::kF32, dequantize_row<F16Elem>, quantize_row_f16,
+     {vec_dot_scalar<F16Elem>, vec_dot_f16_avx2, vec_dot_f16_avx512}},
+    {TensorType::kBF16, ActFormat::kF32, dequantize_row<BF16Elem>, quantize_row_bf16,
+     {vec_dot_scalar<BF16Elem>, vec_dot_bf16_avx2, vec_dot_bf16_avx512}},
+};
+
+}  // namespace
+
+std::span<const TypeKernels> float_type_kernels() { return kFloatKernels; }
+
+}  // namespace dsv4::cpu

@@ -1,0 +1,20 @@
+// backend/cpu/float_types.h — F32 / F16 / BF16 rows against f32 activations (internal to backend/cpu).
+//
+// Accumulation order (every level, and the CUDA port): element i's product is fused into
+// partial[i % 32] with one fma, p = fma(w_i, x_i, p), elements in increasing i; then the
+// Partials32 tree. Lanes past n are never touched (masked), so the bits do not depend on the
+// vector width.
+#pragma once
+
+#include <cstdint>
+
+namespace dsv4::cpu {
+
+float vec_dot_f32_avx2(int64_t n, const void* w, const void* x);
+float vec_dot_f16_avx2(int64_t n, const void* w, const void* x);
+float vec_dot_bf16_avx2(int64_t n, const void* w, const void* x);
+float vec_dot_f32_avx512(int64_t n, const void* w, const void* x);
+float vec_dot_f16_avx512(int64_t n, const void* w, const void* x);
+float vec_dot_bf16_avx512(int64_t n, const void* w, const void* x);
+
+}  // namespace dsv4::cpu

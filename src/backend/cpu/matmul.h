@@ -1,0 +1,41 @@
+// backend/cpu/matmul.h — matrix × vector and matrix × matrix for every type, on the thread pool.
+//
+//   W: `rows` rows of n elements of `type` (row r starts at w + r * tensor_row_bytes(type, n)).
+//   X: `cols` activation columns of n floats (column c at x + c * n).
+//   Y: `cols` output columns of `rows` floats (Y[c * rows + r] = dot(W row r, X column c)).
+//
+// Each output element is exactly one vec_dot of the type at the chosen SIMD level, so matmul with
+// any number of columns gives the same bits as matvec per column, at any thread count and any SIMD
+// level (the vec_dot contract, quant.h). Activations are quantized once per column (in parallel,
+// each column by one thread) into the type's ActFormat.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cpu/quant.h"
+#include "base/status.h"
+#include "base/thread_pool.h"
+
+namespace dsv4::cpu {
+
+struct CpuContext {
+  ThreadPool* pool = nullptr;                   // required
+  SimdLevel max_level = detected_simd_level();  // kernels above this level are not used
+  std::vector<uint8_t> act_scratch;             // reused quantized-activation buffer
+};
+
+// Errors: a type without kernels, n not a multiple of its block size, negative sizes.
+Status matmul(CpuContext& ctx, TensorType type, const void* w, int64_t rows, int64_t n, const float* x, int64_t cols,
+              float* y);
+
+// Same as matmul on already-quantized activations (`act` holds `cols` rows of act_row_bytes each);
+// used by callers that reuse one quantized activation for several matrices (e.g. gate and up).
+Status matmul_quantized(CpuContext& ctx, const TypeKernels& k, const void* w, int64_t rows, int64_t n,
+                        const uint8_t* act, int64_t cols, float* y);
+
+// Quantizes `cols` columns of n floats into `out` (resized) in the type's activation format.
+void quantize_activations(CpuContext& ctx, const TypeKernels& k, const float* x, int64_t n, int64_t cols,
+                          std::vector<uint8_t>& out);
+
+}  // namespace dsv4::cpu

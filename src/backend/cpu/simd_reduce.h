@@ -1,0 +1,34 @@
+// backend/cpu/simd_reduce.h — the Partials32 tree (accumulate.h) in AVX2 and AVX-512 registers.
+// Include only from *_avx2.cpp / *_avx512.cpp files (needs those ISA flags).
+#pragma once
+
+#include <immintrin.h>
+
+namespace dsv4::cpu {
+
+// Partials 0-7, 8-15, 16-23, 24-31 in a0..a3. Tree: s=16: (a0+a2, a1+a3); s=8: sum of those;
+// then s=4, 2, 1 inside the 8 lanes.
+static inline float reduce_partials32_avx2(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 s16lo = _mm256_add_ps(a0, a2);  // p[i] + p[i+16], i = 0..7
+  const __m256 s16hi = _mm256_add_ps(a1, a3);  // i = 8..15
+  const __m256 s8 = _mm256_add_ps(s16lo, s16hi);  // p[i] + p[i+8], i = 0..7
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+#ifdef __AVX512F__
+// Partials 0-15 in lo, 16-31 in hi.
+static inline float reduce_partials32_avx512(__m512 lo, __m512 hi) {
+  const __m512 s16 = _mm512_add_ps(lo, hi);
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16),
+                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+#endif
+
+}  // namespace dsv4::cpu
