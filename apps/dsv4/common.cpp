@@ -1,0 +1,31 @@
+// apps/dsv4/common.cpp
+#include "dsv4/common.h"
+
+#include <string>
+
+#include "base/flags.h"
+#include "base/thread_pool.h"
+
+namespace dsv4::app {
+
+Result<int> threads_from_flags() {
+  DSV4_ASSIGN_OR_RETURN(int64_t t, flag_int("threads"));
+  if (t < 0 || t > 1024) return out_of_range("--threads: expected 0..1024, got " + std::to_string(t));
+  return t == 0 ? ThreadPool::hardware_threads() : static_cast<int>(t);
+}
+
+Result<SimdLevel> simd_level_from_flags() {
+  const std::string v = flag_value("simd");
+  const SimdLevel detected = detected_simd_level();
+  SimdLevel want;
+  if (v == "auto") return detected;
+  if (v == "scalar") want = SimdLevel::kScalar;
+  else if (v == "avx2") want = SimdLevel::kAvx2;
+  else if (v == "avx512") want = SimdLevel::kAvx512;
+  else return invalid_argument("--simd: expected auto, avx512, avx2 or scalar, got '" + v + "'");
+  if (static_cast<int>(want) > static_cast<int>(detected))
+    return unsupported(std::string("--simd ") + v + ": this CPU supports at most " + simd_level_name(detected));
+  return want;
+}
+
+}  // namespace dsv4::app

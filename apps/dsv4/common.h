@@ -1,0 +1,14 @@
+// apps/dsv4/common.h — process-wide settings shared by subcommands (threads, SIMD level).
+#pragma once
+
+#include "base/cpu_features.h"
+#include "base/status.h"
+
+namespace dsv4::app {
+
+// --threads / DSV4_THREADS (0 = all online CPUs).
+Result<int> threads_from_flags();
+// --simd / DSV4_SIMD: auto = detected; asking for more than the CPU has is an error.
+Result<SimdLevel> simd_level_from_flags();
+
+}  // namespace dsv4::app

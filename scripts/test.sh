@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# scripts/test.sh — the test command (README "Run the tests"; CI runs exactly this via .ci/run).
+#   1. set-up (apt packages, pinned Python tools in .venv)
+#   2. Release build with warnings as errors, the default CTest suite (every label but `slow`)
+#   3. ASan+UBSan build of the unit tests, run
+#   4. the GGUF reader fuzzer for a bounded time (default 60 s; DSV4_FUZZ_SECONDS=0 skips)
+# Options: --quick skips 3 and 4.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+quick=0; [ "${1:-}" = "--quick" ] && quick=1
+
+scripts/setup.sh
+
+echo "== build (Release, -Werror)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDSV4_WERROR=ON >/dev/null
+cmake --build build -j"$JOBS"
+echo "== tests"
+ctest --test-dir build --output-on-failure -j"$JOBS" -LE slow
+
+if [ $quick -eq 0 ]; then
+  echo "== ASan+UBSan unit tests"
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSV4_WERROR=ON -DDSV4_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j"$JOBS"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$JOBS" -L unit
+  secs=${DSV4_FUZZ_SECONDS:-60}
+  if [ "$secs" != "0" ]; then
+    echo "== fuzz GGUF reader (${secs}s)"
+    scripts/run_fuzz.sh "$secs"
+  fi
+fi
+echo "== all tests passed"

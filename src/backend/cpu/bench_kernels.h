@@ -1,0 +1,57 @@
+// backend/cpu/bench_kernels.h — measures this machine's limits and the kernels against them.
+//
+// Library side of `dsv4 bench kernels`: returns numbers, prints nothing. Timings are wall-clock
+// best-of-N; nothing here is used by tests except a smoke run with tiny sizes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+
+namespace dsv4::cpu {
+
+struct BenchOptions {
+  int64_t bandwidth_bytes = int64_t{1} << 30;    // read-bandwidth buffer (>> LLC)
+  int64_t min_working_set = int64_t{256} << 20;  // matvec cycles through copies totalling at least this
+  double seconds_per_case = 0.25;                // minimum timed duration per case
+  std::vector<TensorType> types;                 // empty: every type with kernels
+  // (rows, n) shapes for matrix×vector.
+  std::vector<std::pair<int64_t, int64_t>> matvec_shapes = {{4096, 4096}, {2048, 4096}, {4096, 2048}};
+  std::vector<int64_t> matmul_cols = {64, 512};
+  int64_t matmul_rows = 4096, matmul_n = 4096;
+};
+
+struct MachineLimits {
+  double read_gbps = 0;        // all threads, streaming reads
+  double fma_gflops = 0;       // f32 FMA peak, all threads, at the detected SIMD level
+  int threads = 0;
+  SimdLevel level = SimdLevel::kScalar;
+  int64_t llc_bytes = 0;
+};
+
+struct MatvecResult {
+  TensorType type;
+  SimdLevel level;
+  int64_t rows, n;
+  double gbps;  // weight bytes streamed per second
+};
+
+struct MatmulResult {
+  TensorType type;
+  SimdLevel level;
+  int64_t rows, n, cols;
+  double gflops;  // 2·rows·n·cols per second
+};
+
+MachineLimits measure_machine(CpuContext& ctx, const BenchOptions& opt);
+std::vector<MatvecResult> bench_matvec(CpuContext& ctx, const BenchOptions& opt);
+std::vector<MatmulResult> bench_matmul(CpuContext& ctx, const BenchOptions& opt);
+
+// Internal ISA helpers (bench_kernels_avx2.cpp / _avx512.cpp): run `iters` iterations of
+// independent FMA chains; return the number of flops done (the result sink keeps them alive).
+double fma_chains_avx2(int64_t iters, float* sink);
+double fma_chains_avx512(int64_t iters, float* sink);
+
+}  // namespace dsv4::cpu
