@@ -1,0 +1,122 @@
+// backend/cpu/q8_0_avx512.cpp — AVX-512 (F/BW/VL/DQ/VNNI) Q8_0 x Q8_0Act vec_dot, bit-identical to
+// vec_dot_q8_0_scalar (order written at its definition in q8_0.cpp).
+//
+// Layout of the computation: blocks go in chunks of 16 (chunk c = blocks 16c .. 16c+15, lane j =
+// block 16c + j), which feed accumulator c % 2 (partials 0-15 or 16-31, exactly b % 32).
+//   integer dot: vpdpbusd needs an unsigned operand, so w is offset to u = w + 128 (xor 0x80):
+//     Σ w·x = Σ u·x − 128·Σ x, both exact in int32 (valid for every int8 w and x, -128 included);
+//     two blocks share one zmm (block 2i in the low 256 bits), then a transposing reduction turns
+//     8 such vectors into one int32 vector with lane j = isum of block j.
+//   scale: d_w (f16, gathered) -> f32, times d_x (gathered), times (float)isum; masked add for tails.
+//   final: acc0 + acc1 (s = 16), then fold 256/128/64/32-bit halves (s = 8, 4, 2, 1).
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "backend/cpu/q8_0.h"
+
+namespace dsv4::cpu {
+namespace {
+
+constexpr int64_t kWBytes = 34;  // sizeof(BlockQ8_0)
+constexpr int64_t kABytes = 36;  // sizeof(BlockQ8_0Act)
+
+// int32 lanes 0-7: partial sums of block (w0, a0); lanes 8-15: of block (w1, a1).
+inline __m512i pair_dot(const uint8_t* w0, const uint8_t* a0, const uint8_t* w1, const uint8_t* a1) {
+  const __m512i wv = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + 2))),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w1 + 2)), 1);
+  const __m512i xv = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0 + 4))),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a1 + 4)), 1);
+  const __m512i c80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i uv = _mm512_xor_si512(wv, c80);
+  const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), uv, xv);
+  const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80, xv);
+  return _mm512_sub_epi32(dot, corr);
+}
+
+// Like pair_dot with only the first block (lanes 8-15 are zero).
+inline __m512i single_dot(const uint8_t* w0, const uint8_t* a0) {
+  const __m512i wv = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + 2)));
+  const __m512i xv = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0 + 4)));
+  const __m512i c80 = _mm512_set1_epi8(static_cast<char>(0x80));  // x is 0 in the high half: adds 0
+  const __m512i uv = _mm512_xor_si512(wv, c80);
+  const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), uv, xv);
+  const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80, xv);
+  return _mm512_sub_epi32(dot, corr);
+}
+
+// Eight vectors, vector i holding blocks 2i (lanes 0-7) and 2i+1 (lanes 8-15) -> lane j = Σ of the
+// 8 lanes of block j. Integer adds, so the grouping does not matter.
+inline __m512i reduce8x8(const __m512i v[8]) {
+  const __m512i l1_lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+  const __m512i l1_hi = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  const __m512i l2_lo = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
+  const __m512i l2_hi = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  const __m512i l3_lo = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i l3_hi = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  __m512i w[4];
+  for (int i = 0; i < 4; ++i)
+    w[i] = _mm512_add_epi32(_mm512_permutex2var_epi32(v[2 * i], l1_lo, v[2 * i + 1]),
+                            _mm512_permutex2var_epi32(v[2 * i], l1_hi, v[2 * i + 1]));
+  __m512i x[2];
+  for (int i = 0; i < 2; ++i)
+    x[i] = _mm512_add_epi32(_mm512_permutex2var_epi32(w[2 * i], l2_lo, w[2 * i + 1]),
+                            _mm512_permutex2var_epi32(w[2 * i], l2_hi, w[2 * i + 1]));
+  return _mm512_add_epi32(_mm512_permutex2var_epi32(x[0], l3_lo, x[1]), _mm512_permutex2var_epi32(x[0], l3_hi, x[1]));
+}
+
+// The Partials32 tree on two 16-lane accumulators (partials 0-15, 16-31).
+inline float reduce_partials(__m512 acc0, __m512 acc1) {
+  const __m512 s16 = _mm512_add_ps(acc0, acc1);
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16), _mm512_extractf32x8_ps(s16, 1));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+}  // namespace
+
+float vec_dot_q8_0_avx512(int64_t n, const void* w, const void* act) {
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* ap = static_cast<const uint8_t*>(act);
+  const int64_t nb = n / 32;
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i idx_w = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kWBytes)));
+  const __m512i idx_a = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kABytes)));
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t c = 0; c * 16 < nb; ++c) {
+    const int64_t b0 = c * 16;
+    const uint8_t* wc = wp + b0 * kWBytes;
+    const uint8_t* ac = ap + b0 * kABytes;
+    const int cnt = static_cast<int>(std::min<int64_t>(16, nb - b0));
+    __m512i v[8];
+    if (cnt == 16) {
+      for (int i = 0; i < 8; ++i)
+        v[i] = pair_dot(wc + (2 * i) * kWBytes, ac + (2 * i) * kABytes, wc + (2 * i + 1) * kWBytes,
+                        ac + (2 * i + 1) * kABytes);
+    } else {
+      for (int i = 0; i < 8; ++i) {
+        if (2 * i + 1 < cnt)
+          v[i] = pair_dot(wc + (2 * i) * kWBytes, ac + (2 * i) * kABytes, wc + (2 * i + 1) * kWBytes,
+                          ac + (2 * i + 1) * kABytes);
+        else if (2 * i < cnt)
+          v[i] = single_dot(wc + (2 * i) * kWBytes, ac + (2 * i) * kABytes);
+        else
+          v[i] = _mm512_setzero_si512();
+      }
+    }
+    const __m512i isum = reduce8x8(v);
+    const __mmask16 m = static_cast<__mmask16>(cnt == 16 ? 0xffff : (1u << cnt) - 1);
+    const __m512i dwi = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx_w, wc, 1);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dwi));
+    const __m512 dx = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx_a, ac, 1);
+    const __m512 val = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(isum));
+    acc[c & 1] = _mm512_mask_add_ps(acc[c & 1], m, acc[c & 1], val);
+  }
+  return reduce_partials(acc[0], acc[1]);
+}
+
+}  // namespace dsv4::cpu

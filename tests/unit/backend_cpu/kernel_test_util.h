@@ -1,0 +1,54 @@
+// tests/unit/backend_cpu/kernel_test_util.h — helpers shared by the CPU kernel tests: seeded random
+// data, f16 scale bits, bit-exact float comparison, and the SIMD levels this machine can run.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/half.h"
+
+namespace dsv4::cpu::test {
+
+// Every SimdLevel <= detected_simd_level().
+inline std::vector<SimdLevel> runnable_simd_levels() {
+  std::vector<SimdLevel> out;
+  for (int l = 0; l <= static_cast<int>(detected_simd_level()); ++l) out.push_back(static_cast<SimdLevel>(l));
+  return out;
+}
+
+// Same bits, or both NaN (NaN payload propagation depends on operand order, not on the math).
+inline bool same_float(float a, float b) {
+  if (std::isnan(a) && std::isnan(b)) return true;
+  return f32_bits(a) == f32_bits(b);
+}
+
+inline std::vector<float> gaussian_row(std::mt19937& rng, int64_t n, float sigma = 1.0f) {
+  std::normal_distribution<float> g(0.0f, sigma);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = g(rng);
+  return v;
+}
+
+inline std::vector<uint8_t> random_bytes(std::mt19937& rng, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng() & 0xff);
+  return v;
+}
+
+// A random finite f16 with |value| in [2^lo_exp, 2^hi_exp), either sign when signed_ok.
+inline uint16_t random_f16(std::mt19937& rng, int lo_exp, int hi_exp, bool signed_ok = true) {
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  const float e = static_cast<float>(lo_exp) + u(rng) * static_cast<float>(hi_exp - lo_exp);
+  float v = std::exp2(e);
+  if (signed_ok && (rng() & 1)) v = -v;
+  return f32_to_f16(v);
+}
+
+inline void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+inline void put_f32(uint8_t* p, float v) { std::memcpy(p, &v, 4); }
+
+}  // namespace dsv4::cpu::test
