@@ -16,7 +16,6 @@
 namespace dsv4::gguf {
 namespace {
 
-constexpr uint64_t kHeaderBytes = 24;       // magic, version, n_tensors, n_kv
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;  // key length, value type, smallest value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name length, n_dims, one dim, type, offset
 constexpr uint64_t kMaxReserve = uint64_t{1} << 16;  // cap on reservations driven by file counts
