@@ -1,0 +1,50 @@
+// backend/cpu/k_quants.h — internal to backend/cpu: the Q2_K / Q4_K weight blocks, the Q4_K scale
+// unpacking shared by every path, and the SIMD vec_dot entry points (k_quants_avx2.cpp,
+// k_quants_avx512.cpp; registered by k_quants.cpp).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace dsv4::cpu {
+
+// ggml's block_q2_K (gguf.md §5.3).
+struct BlockQ2_K {
+  uint8_t scales[16];  // low nibble: scale, high nibble: min, per 16 weights
+  uint8_t qs[64];      // 2-bit quants; element 128h + 32j + l = (qs[32h + l] >> 2j) & 3
+  uint16_t d;          // f16
+  uint16_t dmin;       // f16
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+
+// ggml's block_q4_K (gguf.md §5.4).
+struct BlockQ4_K {
+  uint16_t d;           // f16
+  uint16_t dmin;        // f16
+  uint8_t scales[12];   // eight 6-bit scales and mins, packed
+  uint8_t qs[128];      // element 64c + l = qs[32c + l] & 15, element 64c + 32 + l = qs[32c + l] >> 4
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+// The eight 6-bit scales (byte j of *sc) and mins (byte j of *m) of a Q4_K block, computed on the
+// three little-endian words s0, s1, s2 of scales[12] (same values as gguf.md's per-j formulas).
+inline void q4_k_unpack_scales(const uint8_t* scales, uint64_t* sc, uint64_t* m) {
+  uint32_t s[3];
+  std::memcpy(s, scales, 12);
+  const uint32_t sc_lo = s[0] & 0x3f3f3f3fu;
+  const uint32_t m_lo = s[1] & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (s[2] & 0x0f0f0f0fu) | (((s[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((s[2] >> 4) & 0x0f0f0f0fu) | (((s[1] >> 6) & 0x03030303u) << 4);
+  *sc = sc_lo | static_cast<uint64_t>(sc_hi) << 32;
+  *m = m_lo | static_cast<uint64_t>(m_hi) << 32;
+}
+
+// Weights x BlockQ8_K activations; bit-identical to the scalar references in k_quants.cpp.
+float vec_dot_q2_k_scalar(int64_t n, const void* w, const void* act);
+float vec_dot_q2_k_avx2(int64_t n, const void* w, const void* act);
+float vec_dot_q2_k_avx512(int64_t n, const void* w, const void* act);
+float vec_dot_q4_k_scalar(int64_t n, const void* w, const void* act);
+float vec_dot_q4_k_avx2(int64_t n, const void* w, const void* act);
+float vec_dot_q4_k_avx512(int64_t n, const void* w, const void* act);
+
+}  // namespace dsv4::cpu
