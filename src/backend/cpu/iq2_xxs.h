@@ -1,0 +1,29 @@
+// backend/cpu/iq2_xxs.h — IQ2_XXS block layout and the per-level kernels (internal to backend/cpu).
+//
+// Block (gguf.md §5.5): { f16 d; u16 qs[32]; } = 66 bytes per 256 weights, eight groups of 32. Group g
+// reads a0 = u32 at qs+4g (four grid indices, one byte each, one per 8 weights) and a1 = u32 at
+// qs+4g+2 (bits 7l..7l+6: sign index of sub-group l; bits 28..31: group scale ls).
+//
+// vec_dot accumulation order (every level, bit-identical):
+//   for super-block b (increasing):
+//     isum_b = Σ_{g<8} (2·ls_g + 1) · Σ_{i<32} signed_grid[32g+i] · q8[32g+i]   (exact int32)
+//     v_b    = ((d_w · d_x) · (float)isum_b) · 0.125f                           (f32, no fma)
+//     partial[b % 32] += v_b
+//   result = Partials32::reduce() (tree s = 16, 8, 4, 2, 1: p[i] = p[i] + p[i+s]).
+#pragma once
+
+#include <cstdint>
+
+namespace dsv4::cpu {
+
+struct BlockIq2Xxs {
+  uint16_t d;
+  uint16_t qs[32];
+};
+static_assert(sizeof(BlockIq2Xxs) == 66);
+
+float iq2_xxs_vec_dot_scalar(int64_t n, const void* w, const void* act);
+float iq2_xxs_vec_dot_avx2(int64_t n, const void* w, const void* act);
+float iq2_xxs_vec_dot_avx512(int64_t n, const void* w, const void* act);
+
+}  // namespace dsv4::cpu
