@@ -1,0 +1,289 @@
+// backend/cpu/rocmfpx_avx512.cpp — AVX-512 (F/BW/VL/DQ/VNNI) vec_dots of the ROCmFPx family against
+// BlockQ8_0Act activations. Bit-identical to the scalar references in rocmfpx.cpp.
+//
+// ACCUMULATION ORDER (the one of rocmfpx.cpp, reproduced lane-wise):
+//   Blocks go in chunks of 16; chunk c = blocks 16c .. 16c+15 feeds float accumulator acc[c & 1],
+//   lane j = block 16c + j, i.e. lane j of acc[t] is partial[16t + j] of Partials32.
+//   Per chunk, the exact integer sums isum0 / isum1 of each block (per 16-element half) land in
+//   int32 vectors (lane j = block 16c + j); the float step is the scalar one, lane-wise:
+//     single-scale: v = (s * d_x) * (float)(isum0 + isum1)
+//     two-scale:    v = d_x * (s0 * (float)isum0 + s1 * (float)isum1)
+//     acc[c & 1] = acc[c & 1] + v
+//   A final partial chunk is copied into a zero-padded 16-block buffer (a zero block adds +0.0,
+//   which leaves a partial's bits unchanged: partials start at +0 and never become -0).
+//   Final: acc0 + acc1 (s = 16), fold 256-bit halves (s = 8), 128 (s = 4), 64 (s = 2), 32 (s = 1).
+//
+// Integer dot of one block pair (one zmm; 128-bit lane k = block b + (k >> 1), half k & 1, elements in
+// natural order): the decoder gives u = level + K as unsigned bytes (K per type: FP4 16, FP6 31,
+// FP8 128, FP3 4, FP2 1), and
+//   dot = vpdpbusd(0, u, xq) - vpdpbusd(0, K, xq)  = Σ level * xq   (exact for every int8 xq)
+// The four dwords of each lane are summed by an unpack/add transpose; any integer order is exact.
+#include <immintrin.h>
+
+#include <array>
+#include <cstring>
+
+#include "backend/cpu/quant.h"
+#include "backend/cpu/rocmfpx.h"
+
+namespace dsv4::cpu::rocmfpx {
+namespace {
+
+constexpr int kChunk = 16;
+
+// ---- constant tables --------------------------------------------------------------------------
+
+struct alignas(64) Bytes64 {
+  uint8_t b[64];
+};
+struct alignas(64) Words32 {
+  uint16_t w[32];
+};
+struct alignas(64) Ints16 {
+  int32_t v[16];
+};
+
+// pshufb index building 16-bit windows for a bitstream of c-bit codes: word w of lane k takes bytes
+// base(k) + B, base(k) + B + 1 with B = (2cw) >> 3.
+template <int kC>
+constexpr Bytes64 window_index(const int (&base)[4]) {
+  Bytes64 t{};
+  for (int k = 0; k < 4; ++k)
+    for (int w = 0; w < 8; ++w) {
+      const int bit = 2 * kC * w;
+      const int B = bit >> 3;
+      t.b[16 * k + 2 * w] = static_cast<uint8_t>(base[k] + B);
+      t.b[16 * k + 2 * w + 1] = kC == 2 ? 0x80 : static_cast<uint8_t>(base[k] + B + 1);
+    }
+  return t;
+}
+// Multipliers moving bits o .. o+2c-1 of each window to the top of the word (o = (2cw) & 7).
+template <int kC>
+constexpr Words32 window_mult() {
+  Words32 t{};
+  for (int k = 0; k < 4; ++k)
+    for (int w = 0; w < 8; ++w) t.w[8 * k + w] = static_cast<uint16_t>(1u << (16 - 2 * kC - ((2 * kC * w) & 7)));
+  return t;
+}
+
+constexpr int kBaseFp2[4] = {0, 4, 8, 12};  // bytes 0-7 block b, 8-15 block b+1 in every lane
+constexpr int kBaseFp3[4] = {0, 6, 0, 6};   // lane holds its block's 12 bytes
+constexpr int kBaseFp6[4] = {0, 4, 0, 4};   // even lanes hold bytes 0-15, odd lanes bytes 8-23
+constexpr Bytes64 kWinFp2 = window_index<2>(kBaseFp2);
+constexpr Bytes64 kWinFp3 = window_index<3>(kBaseFp3);
+constexpr Bytes64 kWinFp6 = window_index<6>(kBaseFp6);
+constexpr Words32 kMulFp2 = window_mult<2>();
+constexpr Words32 kMulFp3 = window_mult<3>();
+constexpr Words32 kMulFp6 = window_mult<6>();
+
+constexpr Bytes64 level_table(const int8_t* levels, int count, int k) {
+  Bytes64 t{};
+  for (int i = 0; i < 64; ++i) t.b[i] = static_cast<uint8_t>(levels[(i & 15) % count] + k);
+  return t;
+}
+constexpr Bytes64 kFp4Table = level_table(kFp4Level, 16, 16);
+constexpr Bytes64 kFp3Table = level_table(kFp3Level, 8, 4);
+
+// permutex2var indices: lane j of isum_h = block j; source R0 (blocks 0-7) / R1 (blocks 8-15), where
+// R element 4k + i = lane k (block 2i + (k >> 1), half k & 1).
+constexpr Ints16 isum_index(int h) {
+  Ints16 t{};
+  for (int j = 0; j < 16; ++j) {
+    const int jj = j & 7;
+    t.v[j] = 4 * (2 * (jj & 1) + h) + (jj >> 1) + (j >= 8 ? 16 : 0);
+  }
+  return t;
+}
+constexpr Ints16 kIsum0 = isum_index(0);
+constexpr Ints16 kIsum1 = isum_index(1);
+
+inline __m512i load64(const void* p) { return _mm512_load_si512(p); }
+
+// Splits 16-bit words holding two adjacent c-bit codes in bits 0 .. 2c-1 into one code per byte.
+template <int kC>
+inline __m512i split_codes(__m512i p) {
+  const __m512i s = _mm512_slli_epi16(p, 8 - kC);
+  const __m512i r = _mm512_mask_blend_epi8(0xAAAAAAAAAAAAAAAAull, p, s);
+  return _mm512_and_si512(r, _mm512_set1_epi8(static_cast<char>((1 << kC) - 1)));
+}
+
+// Windows -> words with the two codes in bits 0 .. 2c-1 (garbage above is shifted out).
+template <int kC>
+inline __m512i window_codes(__m512i bytes, const Bytes64& win, const Words32& mul) {
+  const __m512i w = _mm512_shuffle_epi8(bytes, load64(win.b));
+  const __m512i t = _mm512_srli_epi16(_mm512_mullo_epi16(w, load64(mul.w)), 16 - 2 * kC);
+  return split_codes<kC>(t);
+}
+
+inline __m512i dup_lanes(__m128i q0, __m128i q1) {  // -> [q0, q0, q1, q1]
+  const __m512i z = _mm512_castsi256_si512(_mm256_set_m128i(q1, q0));
+  return _mm512_shuffle_i64x2(z, z, 0x50);
+}
+
+// ---- per-type decoders: u = level + K for the block pair at p, p + kBytes --------------------
+
+template <int64_t kB, bool kTwoScales>
+struct Fp4 {
+  static constexpr int64_t kBytes = kB;
+  static constexpr bool kTwo = kTwoScales;
+  static constexpr int kK = 16;
+  static __m512i decode(const uint8_t* p) {
+    const __m512i q = dup_lanes(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
+                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kBytes)));
+    // lanes [b low nibbles, b high nibbles, b+1 low, b+1 high]
+    const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(q, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)),
+                                         _mm512_set1_epi8(0x0F));
+    return _mm512_shuffle_epi8(load64(kFp4Table.b), nib);
+  }
+};
+using Fp4Two = Fp4<kBytes100, true>;
+using Fp4One = Fp4<kBytes101, false>;
+struct Fp8 {
+  static constexpr int64_t kBytes = kBytes103;
+  static constexpr bool kTwo = false;
+  static constexpr int kK = 128;
+  static __m512i decode(const uint8_t* p) {
+    const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kBytes));
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(y0), y1, 1);
+    return _mm512_xor_si512(z, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+};
+struct Fp2 {
+  static constexpr int64_t kBytes = kBytes107;
+  static constexpr bool kTwo = true;
+  static constexpr int kK = 1;
+  static __m512i decode(const uint8_t* p) {
+    const __m128i q = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
+                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + kBytes)));
+    return window_codes<2>(_mm512_broadcast_i32x4(q), kWinFp2, kMulFp2);  // code = level + 1
+  }
+};
+struct Fp3 {
+  static constexpr int64_t kBytes = kBytes104;
+  static constexpr bool kTwo = true;
+  static constexpr int kK = 4;
+  static __m512i decode(const uint8_t* p) {
+    const __m512i q = dup_lanes(_mm_maskz_loadu_epi8(0x0FFF, p), _mm_maskz_loadu_epi8(0x0FFF, p + kBytes));
+    return _mm512_shuffle_epi8(load64(kFp3Table.b), window_codes<3>(q, kWinFp3, kMulFp3));
+  }
+};
+struct Fp6 {
+  static constexpr int64_t kBytes = kBytes102;
+  static constexpr bool kTwo = true;
+  static constexpr int kK = 31;
+  static __m512i decode(const uint8_t* p) {
+    const __m256i y0 = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(p + 8),
+                                           reinterpret_cast<const __m128i*>(p));
+    const __m256i y1 = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(p + kBytes + 8),
+                                           reinterpret_cast<const __m128i*>(p + kBytes));
+    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(y0), y1, 1);
+    const __m512i c = window_codes<6>(q, kWinFp6, kMulFp6);
+    // level + 31: c + 31 for a positive code, 63 - c (= 31 - magnitude) for a negative one.
+    const __mmask64 neg = _mm512_test_epi8_mask(c, _mm512_set1_epi8(0x20));
+    return _mm512_mask_sub_epi8(_mm512_add_epi8(c, _mm512_set1_epi8(31)), neg, _mm512_set1_epi8(63), c);
+  }
+};
+
+// ---- shared chunk machinery -------------------------------------------------------------------
+
+// Σ of the four dwords of every 128-bit lane of a, b, c, d: lane k of the result = {Σa_k, Σb_k, Σc_k, Σd_k}.
+inline __m512i hsum4(__m512i a, __m512i b, __m512i c, __m512i d) {
+  const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+  const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+}
+
+// UE4M3 decode of 16 scale bytes (one per int32 lane); same values as ue4m3_table().
+inline __m512 decode_scales(__m512i e) {
+  const __m512 normal = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(e, 20), _mm512_set1_epi32(119 << 23)));
+  const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(e), _mm512_set1_ps(1.0f / 1024.0f));
+  const __mmask16 is_sub = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(8));
+  const __mmask16 valid = _mm512_cmple_epu32_mask(e, _mm512_set1_epi32(0x7E));
+  return _mm512_maskz_mov_ps(valid, _mm512_mask_blend_ps(is_sub, normal, sub));
+}
+
+template <class T>
+constexpr Ints16 scale_offsets() {
+  Ints16 t{};
+  for (int j = 0; j < 16; ++j) t.v[j] = static_cast<int32_t>(j * T::kBytes + T::kBytes - 4);
+  return t;
+}
+constexpr Ints16 act_offsets() {
+  Ints16 t{};
+  for (int j = 0; j < 16; ++j) t.v[j] = static_cast<int32_t>(j * sizeof(BlockQ8_0Act));
+  return t;
+}
+constexpr Ints16 kActOffsets = act_offsets();
+
+// One chunk of 16 blocks: returns acc + the chunk's 16 block values (lane j = block j).
+template <class T>
+inline __m512 chunk(const uint8_t* w, const BlockQ8_0Act* a, __m512 acc) {
+  static constexpr Ints16 kScaleOffsets = scale_offsets<T>();
+  const __m512i kvec = _mm512_set1_epi8(static_cast<char>(T::kK));
+  __m512i v[8];
+  for (int m = 0; m < 8; ++m) {
+    const __m512i u = T::decode(w + 2 * m * T::kBytes);
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[2 * m].qs));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[2 * m + 1].qs));
+    const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1);
+    const __m512i zero = _mm512_setzero_si512();
+    v[m] = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, u, x), _mm512_dpbusd_epi32(zero, kvec, x));
+  }
+  const __m512i r0 = hsum4(v[0], v[1], v[2], v[3]);
+  const __m512i r1 = hsum4(v[4], v[5], v[6], v[7]);
+  const __m512i isum0 = _mm512_permutex2var_epi32(r0, load64(kIsum0.v), r1);
+  const __m512i isum1 = _mm512_permutex2var_epi32(r0, load64(kIsum1.v), r1);
+  const __m512i eb = _mm512_i32gather_epi32(load64(kScaleOffsets.v), w, 1);
+  const __m512 dx = _mm512_i32gather_ps(load64(kActOffsets.v), &a[0].d, 1);
+  __m512 val;
+  if constexpr (T::kTwo) {
+    const __m512 s0 = decode_scales(_mm512_and_si512(_mm512_srli_epi32(eb, 16), _mm512_set1_epi32(0xFF)));
+    const __m512 s1 = decode_scales(_mm512_srli_epi32(eb, 24));
+    const __m512 t0 = _mm512_mul_ps(s0, _mm512_cvtepi32_ps(isum0));
+    const __m512 t1 = _mm512_mul_ps(s1, _mm512_cvtepi32_ps(isum1));
+    val = _mm512_mul_ps(dx, _mm512_add_ps(t0, t1));
+  } else {
+    const __m512 s = decode_scales(_mm512_srli_epi32(eb, 24));
+    val = _mm512_mul_ps(_mm512_mul_ps(s, dx), _mm512_cvtepi32_ps(_mm512_add_epi32(isum0, isum1)));
+  }
+  return _mm512_add_ps(acc, val);
+}
+
+template <class T>
+float vec_dot(int64_t n, const void* wv, const void* act) {
+  const auto* w = static_cast<const uint8_t*>(wv);
+  const auto* a = static_cast<const BlockQ8_0Act*>(act);
+  const int64_t nb = n / kBlock;
+  const int64_t full = nb / kChunk;
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t c = 0; c < full; ++c)
+    acc[c & 1] = chunk<T>(w + c * kChunk * T::kBytes, a + c * kChunk, acc[c & 1]);
+  const int64_t rest = nb - full * kChunk;
+  if (rest > 0) {
+    alignas(64) uint8_t wbuf[kChunk * T::kBytes];
+    alignas(64) BlockQ8_0Act abuf[kChunk];
+    std::memset(wbuf, 0, sizeof(wbuf));
+    std::memset(static_cast<void*>(abuf), 0, sizeof(abuf));
+    std::memcpy(wbuf, w + full * kChunk * T::kBytes, static_cast<size_t>(rest * T::kBytes));
+    std::memcpy(static_cast<void*>(abuf), a + full * kChunk, static_cast<size_t>(rest) * sizeof(BlockQ8_0Act));
+    acc[full & 1] = chunk<T>(wbuf, abuf, acc[full & 1]);
+  }
+  const __m512 s16 = _mm512_add_ps(acc[0], acc[1]);
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16), _mm512_extractf32x8_ps(s16, 1));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+}  // namespace
+
+float vec_dot_100_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp4Two>(n, w, act); }
+float vec_dot_101_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp4One>(n, w, act); }
+float vec_dot_102_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp6>(n, w, act); }
+float vec_dot_103_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp8>(n, w, act); }
+float vec_dot_104_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp3>(n, w, act); }
+float vec_dot_107_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp2>(n, w, act); }
+
+}  // namespace dsv4::cpu::rocmfpx
