@@ -153,3 +153,38 @@ def test_dequantize_bit_exact(samples, type_name):
 
 def _block_elems(type_name):
     return {"q8_0": 32, "mxfp4": 32, "q2_k": 256, "q4_k": 256, "iq2_xxs": 256}.get(type_name, 1)
+
+
+def _dsv4_bin():
+    exe = os.environ.get("DSV4_BIN")
+    if not exe or not os.path.exists(exe):
+        pytest.skip("DSV4_BIN not set: `dsv4 inspect` checks need the dsv4 binary")
+    return exe
+
+
+def test_inspect_json_matches_manifest(samples):
+    desc = samples["meta"]
+    out = subprocess.run([_dsv4_bin(), "inspect", "--json", desc["path"]], check=True, capture_output=True, text=True)
+    j = json.loads(out.stdout)
+    assert j["version"] == 3 and j["alignment"] == desc["alignment"] and j["data_offset"] == desc["data_offset"]
+    assert j["file_size"] == desc["file_size"]
+    assert [m["key"] for m in j["metadata"]] == [e["key"] for e in desc["metadata"]]
+    for m, e in zip(j["metadata"], desc["metadata"]):
+        assert m["type"] == e["type"], m["key"]
+        if e["type"] not in ("array", "f32", "f64"):
+            assert m["value"] == e["value"], m["key"]
+    assert [(t["name"], t["type_id"], t["ne"], t["bytes"], t["file_offset"]) for t in j["tensors"]] == [
+        (t["name"], t["type_id"], t["ne"], t["bytes"], t["file_offset"]) for t in desc["tensors"]]
+    assert j["total_bytes"] == sum(t["bytes"] for t in desc["tensors"])
+    assert j["total_parameters"] == sum(math.prod(t["ne"]) for t in desc["tensors"])
+
+
+def test_inspect_text_and_errors(samples, tmp_path):
+    exe = _dsv4_bin()
+    out = subprocess.run([exe, "inspect", "--no-tokens", samples["quants"]["path"]], check=True,
+                         capture_output=True, text=True).stdout
+    assert "deq.q8_0" in out and "total:" in out and "alignment 64" in out
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x02\x00\x00\x00" + bytes(16))
+    r = subprocess.run([exe, "inspect", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 1 and "version 2" in r.stderr and r.stdout == ""
