@@ -20,13 +20,14 @@ ALLOWED = {
     "kv": {"base", "backend", "model"},
     "tokenizer": {"base", "gguf"},
     "sampling": {"base"},
+    "tools": {"base", "gguf", "model", "backend", "backend/cpu"},  # convert, synth
     "engine": {"base", "gguf", "backend", "backend/cpu", "backend/cuda", "model", "kv", "tokenizer", "sampling"},
     "server/http": {"base"},
     "server/api": {"base"},
     "server/serve": {"dsv4", "server/api", "server/http", "base"},
     # apps hold main() and flag parsing; the tool commands call the rooms they drive directly.
     "apps": {"dsv4", "server/http", "server/api", "server/serve", "base", "gguf", "backend", "backend/cpu",
-             "model", "tokenizer", "sampling", "engine"},
+             "model", "tokenizer", "sampling", "engine", "tools"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 

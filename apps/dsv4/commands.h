@@ -10,5 +10,6 @@ namespace dsv4::app {
 
 void add_inspect_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
+void add_synth_command(CLI::App& app, int& exit_code);
 
 }  // namespace dsv4::app
