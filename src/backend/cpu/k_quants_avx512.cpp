@@ -2,7 +2,8 @@
 // to the scalar references (orders written at their definitions in k_quants.cpp).
 //
 // Per super-block: vpmaddubsw (unsigned quants x signed q8 -> exact int16 pair sums, |pair| ≤ 3840)
-// then vpdpwssd with the sub-block scales (int16) accumulates isum_sc into 16 int32 lanes; isum_m is
+// then vpdpwssd with the sub-block scales (int16, broadcast per 128-bit lane by vpshufb) accumulates
+// isum_sc into two independent 16 x int32 chains (vpdpwssd latency), summed at the end; isum_m is
 // vpmaddwd(mins, bsums). Both are folded to 8 lanes and packed into one vector [isum_sc | isum_m].
 // Super-blocks go in chunks of 16 (chunk c = super-blocks 16c .. 16c+15 -> accumulator c % 2, lane j
 // = super-block 16c + j, i.e. partial b % 32); two transposing reductions turn the 16 packed vectors
@@ -54,41 +55,46 @@ inline __m512i pack(__m512i sc_acc, __m256i m8) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(sc8), m8, 1);
 }
 
+// vpshufb control: int16 lanes of 128-bit lane i = byte k[i] of that lane of the source.
+inline __m512i bcast16(int k0, int k1, int k2, int k3) {
+  auto c = [](int k) { return static_cast<short>(0x8000 | k); };
+  return _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16(c(k1)), _mm_set1_epi16(c(k0)))),
+      _mm256_set_m128i(_mm_set1_epi16(c(k3)), _mm_set1_epi16(c(k2))), 1);
+}
+
 inline __m512i q2_k_super_block(const uint8_t* w, const uint8_t* a) {
   const __m128i scb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
   const __m128i m4 = _mm_set1_epi8(0x0f);
-  const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(scb, m4)));
+  const __m512i scs = _mm512_broadcast_i32x4(_mm_and_si128(scb, m4));
   const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(scb, 4), m4));
-  const __m512i qv = _mm512_loadu_si512(w + 16);
   const __m512i m3 = _mm512_set1_epi8(3);
   const uint8_t* aq = a + 4;
-  __m512i acc = _mm512_setzero_si512();
-  for (int j = 0; j < 4; ++j) {
-    // int16 lanes 0-7: sub-block 2j, 8-15: 2j+1, 16-23: 8+2j, 24-31: 9+2j.
-    const short k0 = static_cast<short>(2 * j), k1 = static_cast<short>(2 * j + 1);
-    const short k2 = static_cast<short>(8 + 2 * j), k3 = static_cast<short>(9 + 2 * j);
-    const __m512i sidx = _mm512_set_epi16(k3, k3, k3, k3, k3, k3, k3, k3, k2, k2, k2, k2, k2, k2, k2, k2, k1, k1, k1,
-                                          k1, k1, k1, k1, k1, k0, k0, k0, k0, k0, k0, k0, k0);
-    const __m512i scales = _mm512_permutexvar_epi16(sidx, sc16);
-    const __m512i q = _mm512_and_si512(_mm512_srli_epi16(qv, 2 * j), m3);
-    const __m512i x = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 32 * j))),
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 128 + 32 * j)), 1);
-    acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(q, x), scales);
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains (latency)
+  for (int p = 0; p < 4; ++p) {
+    // Elements 64p .. 64p+63: qs half h = p / 2, planes j0 = 2·(p % 2) (first 32) and j0 + 1; the
+    // 128-bit lane i of the products is sub-block 4p + i.
+    const int h = p / 2, j0 = 2 * (p % 2);
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * h)));
+    const __m512i shift = _mm512_setr_epi64(2 * j0, 2 * j0, 2 * j0, 2 * j0, 2 * j0 + 2, 2 * j0 + 2, 2 * j0 + 2, 2 * j0 + 2);
+    const __m512i q = _mm512_and_si512(_mm512_srlv_epi64(qh, shift), m3);
+    const __m512i x = _mm512_loadu_si512(aq + 64 * p);
+    const __m512i scales = _mm512_shuffle_epi8(scs, bcast16(4 * p, 4 * p + 1, 4 * p + 2, 4 * p + 3));
+    acc[p & 1] = _mm512_dpwssd_epi32(acc[p & 1], _mm512_maddubs_epi16(q, x), scales);
   }
   const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 260));
-  return pack(acc, _mm256_madd_epi16(mn16, bs));
+  return pack(_mm512_add_epi32(acc[0], acc[1]), _mm256_madd_epi16(mn16, bs));
 }
 
 inline __m512i q4_k_super_block(const uint8_t* w, const uint8_t* a) {
   uint64_t sc8, m8;
   q4_k_unpack_scales(w + 4, &sc8, &m8);
-  const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+  const __m512i scs = _mm512_set1_epi64(static_cast<long long>(sc8));
   const __m128i mb = _mm_cvtsi64_si128(static_cast<long long>(m8));
   const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));  // m0 m0 m1 m1 ... m7 m7
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const uint8_t* aq = a + 4;
-  __m512i acc = _mm512_setzero_si512();
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains (latency)
   for (int half = 0; half < 2; ++half) {
     const __m512i v = _mm512_loadu_si512(w + 16 + 64 * half);  // chunks c0 = 2·half, c1 = c0 + 1
     const __m512i lo = _mm512_and_si512(v, m4);
@@ -97,16 +103,13 @@ inline __m512i q4_k_super_block(const uint8_t* w, const uint8_t* a) {
       const int c = 2 * half + t;  // elements 64c .. 64c+63 = sub-blocks 2c (low nibbles), 2c+1 (high)
       const __m512i q = t == 0 ? _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0))
                                : _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
-      const short s0 = static_cast<short>(2 * c), s1 = static_cast<short>(2 * c + 1);
-      const __m512i sidx = _mm512_set_epi16(s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s1, s0, s0, s0,
-                                            s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0, s0);
-      const __m512i scales = _mm512_permutexvar_epi16(sidx, sc16);
+      const __m512i scales = _mm512_shuffle_epi8(scs, bcast16(2 * c, 2 * c, 2 * c + 1, 2 * c + 1));
       const __m512i x = _mm512_loadu_si512(aq + 64 * c);
-      acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(q, x), scales);
+      acc[t] = _mm512_dpwssd_epi32(acc[t], _mm512_maddubs_epi16(q, x), scales);
     }
   }
   const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 260));
-  return pack(acc, _mm256_madd_epi16(mdup, bs));
+  return pack(_mm512_add_epi32(acc[0], acc[1]), _mm256_madd_epi16(mdup, bs));
 }
 
 // kWBytes: weight block size; kDOffset: byte offset of (f16 d, f16 dmin) in the block.
