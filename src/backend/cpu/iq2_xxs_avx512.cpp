@@ -6,8 +6,7 @@
 // acc[1] = partials 16-31); a short last chunk adds only its valid lanes. Reduction: acc0 + acc1
 // (s = 16), then 256-bit halves (s = 8), 128 (s = 4), 64 (s = 2), 32 (s = 1) — Partials32's tree.
 //
-// Integer dot (exact) per 64 weights (two groups): the eight grid entries come from one 64-bit
-// gather; the sign bytes ksigns[s] are computed in-register from the 7-bit indices (spread to bytes,
+// Integer dot (exact) per 64 weights (two groups): the eight grid entries are eight 64-bit loads; the sign bytes ksigns[s] are computed in-register from the 7-bit indices (spread to bytes,
 // parity folded into bit 7) and used as a byte mask k; vpmaddubsw(g, q) − 2·vpmaddubsw(k ? g : 0, q)
 // = exact int16 pair sums (q8 = −128 exact); vpmaddwd with (2·ls + 1) per group -> int32.
 #include <immintrin.h>
@@ -21,16 +20,18 @@ namespace {
 
 inline __m512i block_dot(const BlockIq2Xxs& w, const int8_t* q8) {
   const __m512i qsv = _mm512_loadu_si512(w.qs);  // qword g = a0_g | a1_g << 32
-  // Grid entries: the 32 index bytes (a0 of each group), zero-extended to dwords, 8 per gather.
-  const __m256i a0s = _mm512_cvtepi64_epi32(qsv);
-  const __m512i idx_lo = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(a0s));
-  const __m512i idx_hi = _mm512_cvtepu8_epi32(_mm256_extracti128_si256(a0s, 1));
-  const long long* grid = reinterpret_cast<const long long*>(iq2xxs_grid);
+  // Grid entries: eight 64-bit loads per 64 weights (faster than vpgatherqq on Zen 4).
+  const uint8_t* idx = reinterpret_cast<const uint8_t*>(w.qs);  // group g: bytes 8g..8g+3
+  const uint64_t* grid = iq2xxs_grid;
   __m512i g[4];
-  g[0] = _mm512_i32gather_epi64(_mm512_castsi512_si256(idx_lo), grid, 8);
-  g[1] = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(idx_lo, 1), grid, 8);
-  g[2] = _mm512_i32gather_epi64(_mm512_castsi512_si256(idx_hi), grid, 8);
-  g[3] = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(idx_hi, 1), grid, 8);
+  for (int i = 0; i < 4; ++i) {
+    const uint8_t* p = idx + 16 * i;
+    const __m256i lo = _mm256_set_epi64x(static_cast<long long>(grid[p[3]]), static_cast<long long>(grid[p[2]]),
+                                         static_cast<long long>(grid[p[1]]), static_cast<long long>(grid[p[0]]));
+    const __m256i hi = _mm256_set_epi64x(static_cast<long long>(grid[p[11]]), static_cast<long long>(grid[p[10]]),
+                                         static_cast<long long>(grid[p[9]]), static_cast<long long>(grid[p[8]]));
+    g[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  }
   // Sign bytes: a1 in the low dword of each qword (high dword 0).
   const __m512i a1 = _mm512_srli_epi64(qsv, 32);
   __m512i x = _mm512_and_si512(a1, _mm512_set1_epi32(0x7f));
