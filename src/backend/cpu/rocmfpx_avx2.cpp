@@ -182,9 +182,10 @@ constexpr Ints8 act_offsets() {
 constexpr Ints8 kActOffsets = act_offsets();
 
 template <class T>
-inline __m256 chunk(const uint8_t* w, const BlockQ8_0Act* a, __m256 acc) {
+[[gnu::always_inline]] inline __m256 chunk(const uint8_t* w, const BlockQ8_0Act* a, __m256 acc) {
   static constexpr Ints8 kScaleOffsets = scale_offsets<T>();
   __m256i v[8];
+#pragma GCC unroll 8
   for (int m = 0; m < 8; ++m) v[m] = block_dot<T>(w + m * T::kBytes, a[m].qs);
   // lane h of r = {Σ v_0 lane h, Σ v_1 lane h, Σ v_2 lane h, Σ v_3 lane h}
   const __m256i r0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));

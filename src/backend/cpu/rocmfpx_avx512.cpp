@@ -16,7 +16,8 @@
 // Integer dot of one block pair (one zmm; 128-bit lane k = block b + (k >> 1), half k & 1, elements in
 // natural order): the decoder gives u = level + K as unsigned bytes (K per type: FP4 16, FP6 31,
 // FP8 128, FP3 4, FP2 1), and
-//   dot = vpdpbusd(0, u, xq) - vpdpbusd(0, K, xq)  = Σ level * xq   (exact for every int8 xq)
+//   dot = vpdpbusd(vpdpbusd(512K, u, xq), xq ^ 0x80, -K)  = Σ u*xq - K*Σ xq = Σ level * xq
+// per dword (exact for every int8 xq: xq ^ 0x80 = xq + 128 as an unsigned byte).
 // The four dwords of each lane are summed by an unpack/add transpose; any integer order is exact.
 #include <immintrin.h>
 
@@ -128,9 +129,11 @@ struct Fp4 {
   static constexpr bool kTwo = kTwoScales;
   static constexpr int kK = 16;
   static __m512i decode(const uint8_t* p) {
-    const __m512i q = dup_lanes(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
-                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kBytes)));
-    // lanes [b low nibbles, b high nibbles, b+1 low, b+1 high]
+    // [qs_b, qs_b, qs_b+1, qs_b+1] straight from memory (broadcast loads: no shuffle-port work);
+    // lanes become [b low nibbles, b high nibbles, b+1 low, b+1 high].
+    const __m512i q = _mm512_mask_broadcast_i32x4(
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 0xFF00,
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kBytes)));
     const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(q, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)),
                                          _mm512_set1_epi8(0x0F));
     return _mm512_shuffle_epi8(load64(kFp4Table.b), nib);
@@ -218,17 +221,20 @@ constexpr Ints16 kActOffsets = act_offsets();
 
 // One chunk of 16 blocks: returns acc + the chunk's 16 block values (lane j = block j).
 template <class T>
-inline __m512 chunk(const uint8_t* w, const BlockQ8_0Act* a, __m512 acc) {
+[[gnu::always_inline]] inline __m512 chunk(const uint8_t* w, const BlockQ8_0Act* a, __m512 acc) {
   static constexpr Ints16 kScaleOffsets = scale_offsets<T>();
-  const __m512i kvec = _mm512_set1_epi8(static_cast<char>(T::kK));
+  const __m512i negk = _mm512_set1_epi8(static_cast<char>(-T::kK));
+  const __m512i bias = _mm512_set1_epi32(512 * T::kK);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i v[8];
+#pragma GCC unroll 8
   for (int m = 0; m < 8; ++m) {
     const __m512i u = T::decode(w + 2 * m * T::kBytes);
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[2 * m].qs));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[2 * m + 1].qs));
-    const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1);
-    const __m512i zero = _mm512_setzero_si512();
-    v[m] = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, u, x), _mm512_dpbusd_epi32(zero, kvec, x));
+    // Activations [qs_b | qs_b+1]: a 64-byte load at qs_b (stays inside block b+1), upper half
+    // replaced by a masked load ending at the end of qs_b+1.
+    const __m512i x = _mm512_mask_loadu_epi64(_mm512_loadu_si512(a[2 * m].qs), 0xF0, a[2 * m + 1].qs - 32);
+    // 512K + Σ u·x + Σ (x + 128)·(-K) = Σ u·x - K·Σ x  per dword (4 products each).
+    v[m] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(bias, u, x), _mm512_xor_si512(x, flip), negk);
   }
   const __m512i r0 = hsum4(v[0], v[1], v[2], v[3]);
   const __m512i r1 = hsum4(v[4], v[5], v[6], v[7]);
@@ -257,8 +263,16 @@ float vec_dot(int64_t n, const void* wv, const void* act) {
   const int64_t nb = n / kBlock;
   const int64_t full = nb / kChunk;
   __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-  for (int64_t c = 0; c < full; ++c)
-    acc[c & 1] = chunk<T>(w + c * kChunk * T::kBytes, a + c * kChunk, acc[c & 1]);
+  __m512 acc0 = _mm512_setzero_ps();
+  __m512 acc1 = _mm512_setzero_ps();
+  int64_t c = 0;
+  for (; c + 1 < full; c += 2) {
+    acc0 = chunk<T>(w + c * kChunk * T::kBytes, a + c * kChunk, acc0);
+    acc1 = chunk<T>(w + (c + 1) * kChunk * T::kBytes, a + (c + 1) * kChunk, acc1);
+  }
+  if (c < full) acc0 = chunk<T>(w + c * kChunk * T::kBytes, a + c * kChunk, acc0);
+  acc[0] = acc0;
+  acc[1] = acc1;
   const int64_t rest = nb - full * kChunk;
   if (rest > 0) {
     alignas(64) uint8_t wbuf[kChunk * T::kBytes];
