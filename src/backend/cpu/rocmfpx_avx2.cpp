@@ -36,9 +36,6 @@ struct alignas(32) Bytes32 {
 struct alignas(32) Words16 {
   uint16_t w[16];
 };
-struct alignas(32) Ints8 {
-  int32_t v[8];
-};
 
 // pshufb index for 16-bit windows of a c-bit code stream: word w of lane h takes bytes
 // base[h] + B, base[h] + B + 1 with B = (2cw) >> 3.
@@ -169,21 +166,7 @@ inline __m256 decode_scales(__m256i e) {
 }
 
 template <class T>
-constexpr Ints8 scale_offsets() {
-  Ints8 t{};
-  for (int j = 0; j < 8; ++j) t.v[j] = static_cast<int32_t>(j * T::kBytes + T::kBytes - 4);
-  return t;
-}
-constexpr Ints8 act_offsets() {
-  Ints8 t{};
-  for (int j = 0; j < 8; ++j) t.v[j] = static_cast<int32_t>(j * sizeof(BlockQ8_0Act));
-  return t;
-}
-constexpr Ints8 kActOffsets = act_offsets();
-
-template <class T>
 [[gnu::always_inline]] inline __m256 chunk(const uint8_t* w, const BlockQ8_0Act* a, __m256 acc) {
-  static constexpr Ints8 kScaleOffsets = scale_offsets<T>();
   __m256i v[8];
 #pragma GCC unroll 8
   for (int m = 0; m < 8; ++m) v[m] = block_dot<T>(w + m * T::kBytes, a[m].qs);
@@ -192,8 +175,13 @@ template <class T>
   const __m256i r1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
   const __m256i isum0 = _mm256_permute2x128_si256(r0, r1, 0x20);
   const __m256i isum1 = _mm256_permute2x128_si256(r0, r1, 0x31);
-  const __m256i eb = _mm256_i32gather_epi32(reinterpret_cast<const int*>(w), load32(kScaleOffsets.v), 1);
-  const __m256 dx = _mm256_i32gather_ps(&a[0].d, load32(kActOffsets.v), 1);
+  // The dword ending at each block's last byte (scale byte(s) on top), and the activation scales:
+  // plain loads (cheaper than vpgatherdd here).
+  alignas(32) uint32_t ew[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) std::memcpy(&ew[j], w + j * T::kBytes + T::kBytes - 4, 4);
+  const __m256i eb = load32(ew);
+  const __m256 dx = _mm256_set_ps(a[7].d, a[6].d, a[5].d, a[4].d, a[3].d, a[2].d, a[1].d, a[0].d);
   __m256 val;
   if constexpr (T::kTwo) {
     const __m256 s0 = decode_scales(_mm256_and_si256(_mm256_srli_epi32(eb, 16), _mm256_set1_epi32(0xFF)));

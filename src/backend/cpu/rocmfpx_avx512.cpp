@@ -67,8 +67,8 @@ constexpr Words32 window_mult() {
   return t;
 }
 
-constexpr int kBaseFp2[4] = {0, 4, 8, 12};  // bytes 0-7 block b, 8-15 block b+1 in every lane
-constexpr int kBaseFp3[4] = {0, 6, 0, 6};   // lane holds its block's 12 bytes
+constexpr int kBaseFp2[4] = {0, 4, 0, 4};  // every lane holds its block's 8 bytes (twice)
+constexpr int kBaseFp3[4] = {0, 2, 0, 2};  // even lanes: bytes 0-7, odd lanes: bytes 4-11 (twice)
 constexpr int kBaseFp6[4] = {0, 4, 0, 4};   // even lanes hold bytes 0-15, odd lanes bytes 8-23
 constexpr Bytes64 kWinFp2 = window_index<2>(kBaseFp2);
 constexpr Bytes64 kWinFp3 = window_index<3>(kBaseFp3);
@@ -116,9 +116,10 @@ inline __m512i window_codes(__m512i bytes, const Bytes64& win, const Words32& mu
   return split_codes<kC>(t);
 }
 
-inline __m512i dup_lanes(__m128i q0, __m128i q1) {  // -> [q0, q0, q1, q1]
-  const __m512i z = _mm512_castsi256_si512(_mm256_set_m128i(q1, q0));
-  return _mm512_shuffle_i64x2(z, z, 0x50);
+inline long long load_u64(const uint8_t* p) {
+  long long v;
+  std::memcpy(&v, p, 8);
+  return v;
 }
 
 // ---- per-type decoders: u = level + K for the block pair at p, p + kBytes --------------------
@@ -157,9 +158,9 @@ struct Fp2 {
   static constexpr bool kTwo = true;
   static constexpr int kK = 1;
   static __m512i decode(const uint8_t* p) {
-    const __m128i q = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
-                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + kBytes)));
-    return window_codes<2>(_mm512_broadcast_i32x4(q), kWinFp2, kMulFp2);  // code = level + 1
+    // Lanes 0-1: block b's 8 code bytes, lanes 2-3: block b+1's (qword broadcast loads).
+    const __m512i q = _mm512_mask_set1_epi64(_mm512_set1_epi64(load_u64(p)), 0xF0, load_u64(p + kBytes));
+    return window_codes<2>(q, kWinFp2, kMulFp2);  // code = level + 1
   }
 };
 struct Fp3 {
@@ -167,7 +168,11 @@ struct Fp3 {
   static constexpr bool kTwo = true;
   static constexpr int kK = 4;
   static __m512i decode(const uint8_t* p) {
-    const __m512i q = dup_lanes(_mm_maskz_loadu_epi8(0x0FFF, p), _mm_maskz_loadu_epi8(0x0FFF, p + kBytes));
+    // Lane 2j + h: 8 bytes of block b + j starting at byte 4h (in bounds: bytes 0-11 of the block).
+    __m512i q = _mm512_set1_epi64(load_u64(p));
+    q = _mm512_mask_set1_epi64(q, 0x0C, load_u64(p + 4));
+    q = _mm512_mask_set1_epi64(q, 0x30, load_u64(p + kBytes));
+    q = _mm512_mask_set1_epi64(q, 0xC0, load_u64(p + kBytes + 4));
     return _mm512_shuffle_epi8(load64(kFp3Table.b), window_codes<3>(q, kWinFp3, kMulFp3));
   }
 };
@@ -206,23 +211,9 @@ inline __m512 decode_scales(__m512i e) {
   return _mm512_maskz_mov_ps(valid, _mm512_mask_blend_ps(is_sub, normal, sub));
 }
 
-template <class T>
-constexpr Ints16 scale_offsets() {
-  Ints16 t{};
-  for (int j = 0; j < 16; ++j) t.v[j] = static_cast<int32_t>(j * T::kBytes + T::kBytes - 4);
-  return t;
-}
-constexpr Ints16 act_offsets() {
-  Ints16 t{};
-  for (int j = 0; j < 16; ++j) t.v[j] = static_cast<int32_t>(j * sizeof(BlockQ8_0Act));
-  return t;
-}
-constexpr Ints16 kActOffsets = act_offsets();
-
 // One chunk of 16 blocks: returns acc + the chunk's 16 block values (lane j = block j).
 template <class T>
 [[gnu::always_inline]] inline __m512 chunk(const uint8_t* w, const BlockQ8_0Act* a, __m512 acc) {
-  static constexpr Ints16 kScaleOffsets = scale_offsets<T>();
   const __m512i negk = _mm512_set1_epi8(static_cast<char>(-T::kK));
   const __m512i bias = _mm512_set1_epi32(512 * T::kK);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -240,8 +231,14 @@ template <class T>
   const __m512i r1 = hsum4(v[4], v[5], v[6], v[7]);
   const __m512i isum0 = _mm512_permutex2var_epi32(r0, load64(kIsum0.v), r1);
   const __m512i isum1 = _mm512_permutex2var_epi32(r0, load64(kIsum1.v), r1);
-  const __m512i eb = _mm512_i32gather_epi32(load64(kScaleOffsets.v), w, 1);
-  const __m512 dx = _mm512_i32gather_ps(load64(kActOffsets.v), &a[0].d, 1);
+  // The dword ending at each block's last byte (scale byte(s) in its top byte(s)). Plain loads +
+  // inserts: cheaper than vpgatherdd here.
+  alignas(64) uint32_t ew[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) std::memcpy(&ew[j], w + j * T::kBytes + T::kBytes - 4, 4);
+  const __m512i eb = _mm512_load_si512(ew);
+  const __m512 dx = _mm512_set_ps(a[15].d, a[14].d, a[13].d, a[12].d, a[11].d, a[10].d, a[9].d, a[8].d, a[7].d,
+                                  a[6].d, a[5].d, a[4].d, a[3].d, a[2].d, a[1].d, a[0].d);
   __m512 val;
   if constexpr (T::kTwo) {
     const __m512 s0 = decode_scales(_mm512_and_si512(_mm512_srli_epi32(eb, 16), _mm512_set1_epi32(0xFF)));
