@@ -320,9 +320,9 @@ double rel_rms(const std::vector<float>& x, const std::vector<float>& y) {
 }
 
 TEST(RocmFpx, GaussianErrorBounds) {
-  // Relative RMS error bounds (measured: FP4 ~0.094/0.10, FP6 ~0.016, FP8 ~0.0047, FP3 ~0.19,
-  // FP2 ~0.33); bounds leave ~15% headroom.
-  const double bound[6] = {0.11, 0.12, 0.02, 0.006, 0.22, 0.38};
+  // Relative RMS error bounds on N(0,1) data (measured, 16384 values: 100 0.078, 101 0.088,
+  // 102 0.020, 103 0.0056, 104 0.171, 107 0.353); the bounds leave ~15% headroom.
+  const double bound[6] = {0.09, 0.10, 0.023, 0.0065, 0.20, 0.40};
   std::mt19937 rng(4);
   const auto x = gaussian(rng, 32 * 512);
   for (int t = 0; t < 6; ++t) {
