@@ -24,7 +24,7 @@ struct BenchOptions {
 };
 
 struct MachineLimits {
-  double read_gbps = 0;        // all threads, streaming reads
+  double read_gbps = 0;        // all threads, streaming reads: best over load widths and repetitions
   double fma_gflops = 0;       // f32 FMA peak, all threads, at the detected SIMD level
   int threads = 0;
   SimdLevel level = SimdLevel::kScalar;
@@ -53,5 +53,8 @@ std::vector<MatmulResult> bench_matmul(CpuContext& ctx, const BenchOptions& opt)
 // independent FMA chains; return the number of flops done (the result sink keeps them alive).
 double fma_chains_avx2(int64_t iters, float* sink);
 double fma_chains_avx512(int64_t iters, float* sink);
+// Streaming reads of [p, p + bytes) with wide loads (bytes a multiple of 256, p 64-aligned).
+uint64_t read_stream_avx2(const uint8_t* p, int64_t bytes);
+uint64_t read_stream_avx512(const uint8_t* p, int64_t bytes);
 
 }  // namespace dsv4::cpu

@@ -18,3 +18,19 @@ double fma_chains_avx512(int64_t iters, float* sink) {
 }
 
 }  // namespace dsv4::cpu
+
+namespace dsv4::cpu {
+
+uint64_t read_stream_avx512(const uint8_t* p, int64_t bytes) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i + 256 <= bytes; i += 256) {
+    a0 = _mm512_xor_si512(a0, _mm512_load_si512(p + i));
+    a1 = _mm512_xor_si512(a1, _mm512_load_si512(p + i + 64));
+    a2 = _mm512_xor_si512(a2, _mm512_load_si512(p + i + 128));
+    a3 = _mm512_xor_si512(a3, _mm512_load_si512(p + i + 192));
+  }
+  const __m512i s = _mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3));
+  return static_cast<uint64_t>(_mm512_reduce_add_epi64(s));
+}
+
+}  // namespace dsv4::cpu

@@ -47,6 +47,7 @@ Status matmul_quantized(CpuContext& ctx, const TypeKernels& k, const void* w, in
                         const uint8_t* act, int64_t cols, float* y) {
   DSV4_RETURN_IF_ERROR(check_shape(&k, k.type, rows, n, cols));
   const VecDotFn dot = select_vec_dot(k, ctx.max_level);
+  const VecDotRowsFn dot_rows = select_vec_dot_rows(k, ctx.max_level);
   const int64_t w_row_bytes = tensor_row_bytes(k.type, n);
   const int64_t a_row_bytes = act_row_bytes(k.act, n);
   const uint8_t* wb = static_cast<const uint8_t*>(w);
@@ -55,6 +56,17 @@ Status matmul_quantized(CpuContext& ctx, const TypeKernels& k, const void* w, in
       const int64_t rt_end = std::min(r1, rt + kRowTile);
       for (int64_t c0 = 0; c0 < cols; c0 += kColChunk) {
         const int64_t c_end = std::min(cols, c0 + kColChunk);
+        if (dot_rows != nullptr) {
+          for (int64_t c = c0; c < c_end; ++c) {
+            for (int64_t r = rt; r < rt_end; r += 4) {
+              const int nr = static_cast<int>(std::min<int64_t>(4, rt_end - r));
+              float out[4];
+              dot_rows(n, wb + r * w_row_bytes, w_row_bytes, act + c * a_row_bytes, nr, out);
+              for (int i = 0; i < nr; ++i) y[c * rows + r + i] = out[i];
+            }
+          }
+          continue;
+        }
         for (int64_t r = rt; r < rt_end; ++r) {
           const uint8_t* wr = wb + r * w_row_bytes;
           for (int64_t c = c0; c < c_end; ++c) y[c * rows + r] = dot(n, wr, act + c * a_row_bytes);

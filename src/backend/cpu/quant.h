@@ -56,6 +56,10 @@ using QuantizeActFn = void (*)(const float* src, void* dst, int64_t n);
 // n elements (a multiple of the type's block size); w: one weight row; act: one activation row in
 // the type's ActFormat. Returns the dot product.
 using VecDotFn = float (*)(int64_t n, const void* w, const void* act);
+// Dots of nr (1..4) consecutive weight rows (row i at w + i * w_stride bytes) with one activation
+// row: out[i] must equal vec_dot(n, w + i * w_stride, act) bit for bit. Lets a kernel load and
+// expand each activation block once for several rows.
+using VecDotRowsFn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
 
 struct TypeKernels {
   TensorType type = TensorType::kF32;
@@ -65,6 +69,8 @@ struct TypeKernels {
   // Indexed by SimdLevel (scalar, avx2, avx512). vec_dot[0] (scalar) is always set and is the
   // reference; a null entry at a higher level means "use the next lower level".
   VecDotFn vec_dot[3] = {nullptr, nullptr, nullptr};
+  // Optional multi-row form, per SimdLevel; null = matmul calls vec_dot row by row.
+  VecDotRowsFn vec_dot_rows[3] = {nullptr, nullptr, nullptr};
 };
 
 // nullptr for types without kernels (sizes-only types such as Q4_0, and I32 which has no dot).
@@ -74,6 +80,8 @@ std::span<const TypeKernels* const> all_type_kernels();
 
 // The vec_dot to use at `max_level` (falls back to lower levels), never null.
 VecDotFn select_vec_dot(const TypeKernels& k, SimdLevel max_level);
+// The multi-row kernel exactly at the level select_vec_dot picks, or null.
+VecDotRowsFn select_vec_dot_rows(const TypeKernels& k, SimdLevel max_level);
 // The highest level that actually has its own kernel for this type, at most max_level.
 SimdLevel effective_simd_level(const TypeKernels& k, SimdLevel max_level);
 

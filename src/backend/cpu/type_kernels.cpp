@@ -35,6 +35,10 @@ VecDotFn select_vec_dot(const TypeKernels& k, SimdLevel max_level) {
   return k.vec_dot[0];
 }
 
+VecDotRowsFn select_vec_dot_rows(const TypeKernels& k, SimdLevel max_level) {
+  return k.vec_dot_rows[static_cast<int>(effective_simd_level(k, max_level))];
+}
+
 SimdLevel effective_simd_level(const TypeKernels& k, SimdLevel max_level) {
   for (int level = static_cast<int>(max_level); level > 0; --level)
     if (k.vec_dot[level] != nullptr) return static_cast<SimdLevel>(level);
