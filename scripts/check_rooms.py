@@ -20,7 +20,7 @@ ALLOWED = {
     "kv": {"base", "backend", "model"},
     "tokenizer": {"base", "gguf"},
     "sampling": {"base"},
-    "tools": {"base", "gguf", "model", "backend", "backend/cpu"},  # convert, synth
+    "tools": {"base", "gguf", "model", "backend", "backend/cpu", "tokenizer"},  # convert, synth
     "engine": {"base", "gguf", "backend", "backend/cpu", "backend/cuda", "model", "kv", "tokenizer", "sampling"},
     "server/http": {"base"},
     "server/api": {"base"},

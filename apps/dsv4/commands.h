@@ -11,5 +11,7 @@ namespace dsv4::app {
 void add_inspect_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 void add_synth_command(CLI::App& app, int& exit_code);
+void add_convert_command(CLI::App& app, int& exit_code);
+void add_tokenize_commands(CLI::App& app, int& exit_code);  // tokenize, detokenize
 
 }  // namespace dsv4::app

@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
   }
   int exit_code = 0;
   dsv4::app::add_inspect_command(app, exit_code);
+  dsv4::app::add_convert_command(app, exit_code);
   dsv4::app::add_synth_command(app, exit_code);
+  dsv4::app::add_tokenize_commands(app, exit_code);
   dsv4::app::add_bench_command(app, exit_code);
   try {
     app.parse(argc, argv);
