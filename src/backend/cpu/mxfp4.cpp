@@ -114,6 +114,7 @@ std::span<const TypeKernels> mxfp4_type_kernels() {
       .dequantize_row = mxfp4_dequantize_row,
       .quantize_row = mxfp4_quantize_row,
       .vec_dot = {mxfp4_vec_dot_scalar, mxfp4_vec_dot_avx2, mxfp4_vec_dot_avx512},
+      .vec_dot_rows = {nullptr, nullptr, mxfp4_vec_dot_rows_avx512},
   }};
   return table;
 }

@@ -12,6 +12,7 @@
 
 #include "backend/cpu/mxfp4.h"
 #include "backend/cpu/quant.h"
+#include "backend/cpu/rocmfpx_fp4x17_avx512.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -93,9 +94,46 @@ inline __m512 chunk_scales(const BlockMxfp4* w, const BlockQ8_0Act* x, __mmask16
   return _mm512_mul_ps(dw, dx);
 }
 
+// MXFP4 for the VBMI multi-row kernel (rocmfpx_fp4x17_avx512.h): e at 0, qs at 1, u = kvalue + 12.
+struct Mxfp4Rows {
+  static constexpr int kQsOff = 1;
+  static constexpr int kEOff = 0;
+  static constexpr int kK = 12;
+  static constexpr fp4x17::Bytes64 kTable = [] {
+    fp4x17::Bytes64 t{};
+    for (int i = 0; i < 64; ++i) t.b[i] = static_cast<uint8_t>(kMxfp4Values[i & 15] + 12);
+    return t;
+  }();
+  // e8m0_half per dword (e in the low byte, upper bytes zero).
+  static __m512 scale(__m512i e) {
+    const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    const __m512i big_bits = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i small_bits = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, big_bits, small_bits));
+  }
+};
+
+float vec_dot_old(int64_t n, const void* w, const void* act);
+
 }  // namespace
 
 float mxfp4_vec_dot_avx512(int64_t n, const void* w, const void* act) {
+  if (fp4x17::has_vbmi()) {
+    float out;
+    fp4x17::dot_rows<Mxfp4Rows>(n, w, 0, act, 1, &out);
+    return out;
+  }
+  return vec_dot_old(n, w, act);
+}
+
+void mxfp4_vec_dot_rows_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  if (fp4x17::has_vbmi()) return fp4x17::dot_rows<Mxfp4Rows>(n, w, w_stride, act, nr, out);
+  for (int r = 0; r < nr; ++r) out[r] = vec_dot_old(n, static_cast<const uint8_t*>(w) + r * w_stride, act);
+}
+
+namespace {
+
+float vec_dot_old(int64_t n, const void* w, const void* act) {
   const auto* wb = static_cast<const BlockMxfp4*>(w);
   const auto* xb = static_cast<const BlockQ8_0Act*>(act);
   const int64_t nb = n / 32;
@@ -116,5 +154,7 @@ float mxfp4_vec_dot_avx512(int64_t n, const void* w, const void* act) {
   const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
   return _mm_cvtss_f32(s1);
 }
+
+}  // namespace
 
 }  // namespace dsv4::cpu

@@ -139,7 +139,7 @@ namespace {
 using namespace rocmfpx;
 
 constexpr TypeKernels make(TensorType t, DequantizeRowFn dq, QuantizeRowFn q, VecDotFn s, VecDotFn a2,
-                           VecDotFn a512) {
+                           VecDotFn a512, VecDotRowsFn rows512 = nullptr) {
   TypeKernels k;
   k.type = t;
   k.act = ActFormat::kQ8_0;
@@ -148,6 +148,7 @@ constexpr TypeKernels make(TensorType t, DequantizeRowFn dq, QuantizeRowFn q, Ve
   k.vec_dot[0] = s;
   k.vec_dot[1] = a2;
   k.vec_dot[2] = a512;
+  k.vec_dot_rows[2] = rows512;
   return k;
 }
 
@@ -155,7 +156,7 @@ const TypeKernels kKernels[6] = {
     make(TensorType::kQ4_0_ROCMFP4, dequantize<levels_fp4, kBytes100, true>, quantize_row_100,
          vec_dot_100_scalar, vec_dot_100_avx2, vec_dot_100_avx512),
     make(TensorType::kQ4_0_ROCMFP4_FAST, dequantize<levels_fp4, kBytes101, false>, quantize_row_101,
-         vec_dot_101_scalar, vec_dot_101_avx2, vec_dot_101_avx512),
+         vec_dot_101_scalar, vec_dot_101_avx2, vec_dot_101_avx512, vec_dot_rows_101_avx512),
     make(TensorType::kQ6_0_ROCMFPX, dequantize<levels_fp6, kBytes102, true>, quantize_row_102,
          vec_dot_102_scalar, vec_dot_102_avx2, vec_dot_102_avx512),
     make(TensorType::kQ8_0_ROCMFPX, dequantize<levels_fp8, kBytes103, false>, quantize_row_103,

@@ -26,6 +26,7 @@
 
 #include "backend/cpu/quant.h"
 #include "backend/cpu/rocmfpx.h"
+#include "backend/cpu/rocmfpx_fp4x17_avx512.h"
 
 namespace dsv4::cpu::rocmfpx {
 namespace {
@@ -288,10 +289,35 @@ float vec_dot(int64_t n, const void* wv, const void* act) {
   return _mm_cvtss_f32(s1);
 }
 
+// Type 101 for the VBMI multi-row kernel (rocmfpx_fp4x17_avx512.h): qs at 0, e at 16, u = level + 16.
+struct Fp4FastRows {
+  static constexpr int kQsOff = 0;
+  static constexpr int kEOff = 16;
+  static constexpr int kK = 16;
+  static constexpr fp4x17::Bytes64 kTable = [] {
+    fp4x17::Bytes64 t{};
+    for (int i = 0; i < 64; ++i) t.b[i] = static_cast<uint8_t>(kFp4Level[i & 15] + 16);
+    return t;
+  }();
+  static __m512 scale(__m512i e) { return decode_scales(e); }
+};
+
 }  // namespace
 
+float vec_dot_101_avx512(int64_t n, const void* w, const void* act) {
+  if (fp4x17::has_vbmi()) {
+    float out;
+    fp4x17::dot_rows<Fp4FastRows>(n, w, 0, act, 1, &out);
+    return out;
+  }
+  return vec_dot<Fp4One>(n, w, act);
+}
+void vec_dot_rows_101_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  if (fp4x17::has_vbmi()) return fp4x17::dot_rows<Fp4FastRows>(n, w, w_stride, act, nr, out);
+  for (int r = 0; r < nr; ++r) out[r] = vec_dot<Fp4One>(n, static_cast<const uint8_t*>(w) + r * w_stride, act);
+}
+
 float vec_dot_100_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp4Two>(n, w, act); }
-float vec_dot_101_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp4One>(n, w, act); }
 float vec_dot_102_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp6>(n, w, act); }
 float vec_dot_103_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp8>(n, w, act); }
 float vec_dot_104_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp3>(n, w, act); }

@@ -418,6 +418,45 @@ TEST(RocmFpx, SimdMatchesScalarBitForBit) {
   }
 }
 
+// vec_dot_rows (every level that has one): out[i] == scalar vec_dot of row i, bit for bit, for
+// nr = 1..4, tail block counts, invalid/extreme scale bytes, -128 activations, and a row stride
+// larger than the row.
+TEST(RocmFpx, VecDotRowsMatchesScalarBitForBit) {
+  std::mt19937 rng(11);
+  const int counts[] = {1, 2, 15, 16, 17, 31, 32, 33, 64, 100, 128, 129, 255, 256, 257, 513};
+  int compared = 0;
+  for (const auto& tc : kCases) {
+    const TypeKernels& k = kernels(tc.type);
+    for (int level = 1; level <= static_cast<int>(detected_simd_level()); ++level) {
+      const VecDotRowsFn rows = k.vec_dot_rows[level];
+      if (rows == nullptr) continue;
+      for (int nb : counts)
+        for (int mode = 0; mode < 3; ++mode)
+          for (int pad : {0, 7}) {
+            const int64_t stride = static_cast<int64_t>(nb) * tc.bytes + pad;
+            std::vector<uint8_t> w(static_cast<size_t>(4 * stride));
+            DotCase c0;
+            for (int r = 0; r < 4; ++r) {
+              DotCase c = random_dot_case(rng, tc, nb, mode);
+              std::memcpy(w.data() + r * stride, c.w.data(), c.w.size());
+              if (r == 0) c0 = std::move(c);
+            }
+            for (int nr = 1; nr <= 4; ++nr) {
+              float out[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
+              rows(nb * 32, w.data(), stride, c0.a.data(), nr, out);
+              for (int r = 0; r < nr; ++r) {
+                const float ref = k.vec_dot[0](nb * 32, w.data() + r * stride, c0.a.data());
+                ASSERT_EQ(bits_of(out[r]), bits_of(ref)) << tensor_type_name(tc.type) << " level " << level << " nb "
+                                                         << nb << " mode " << mode << " nr " << nr << " row " << r;
+                ++compared;
+              }
+            }
+          }
+    }
+  }
+  RecordProperty("compared", compared);
+}
+
 // vec_dot against the f64 dot of the dequantized weights and activations (both exact in f64).
 // Per block the float path rounds s*d_x (or s_h*isum_h and their sum) and one more product: relative
 // error <= 3u per term; each of the 32 partials then adds <= ceil(nb/32) terms and the tree 5 more
