@@ -13,5 +13,6 @@ void add_bench_command(CLI::App& app, int& exit_code);
 void add_synth_command(CLI::App& app, int& exit_code);
 void add_convert_command(CLI::App& app, int& exit_code);
 void add_tokenize_commands(CLI::App& app, int& exit_code);  // tokenize, detokenize
+void add_logits_commands(CLI::App& app, int& exit_code);    // logits, generate
 
 }  // namespace dsv4::app
