@@ -260,6 +260,7 @@ const TypeKernels kKQuantKernels[] = {
         .dequantize_row = dequantize_row_q2_k,
         .quantize_row = quantize_row_q2_k,
         .vec_dot = {vec_dot_q2_k_scalar, vec_dot_q2_k_avx2, vec_dot_q2_k_avx512},
+        .vec_dot_rows = {nullptr, nullptr, vec_dot_rows_q2_k_avx512},
     },
     {
         .type = TensorType::kQ4_K,
@@ -267,6 +268,7 @@ const TypeKernels kKQuantKernels[] = {
         .dequantize_row = dequantize_row_q4_k,
         .quantize_row = quantize_row_q4_k,
         .vec_dot = {vec_dot_q4_k_scalar, vec_dot_q4_k_avx2, vec_dot_q4_k_avx512},
+        .vec_dot_rows = {nullptr, nullptr, vec_dot_rows_q4_k_avx512},
     },
 };
 

@@ -46,5 +46,8 @@ float vec_dot_q2_k_avx512(int64_t n, const void* w, const void* act);
 float vec_dot_q4_k_scalar(int64_t n, const void* w, const void* act);
 float vec_dot_q4_k_avx2(int64_t n, const void* w, const void* act);
 float vec_dot_q4_k_avx512(int64_t n, const void* w, const void* act);
+// Multi-row forms (VecDotRowsFn): out[i] == the single-row dot of row i, bit for bit.
+void vec_dot_rows_q2_k_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
+void vec_dot_rows_q4_k_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
 
 }  // namespace dsv4::cpu

@@ -1,17 +1,22 @@
-// backend/cpu/k_quants_avx512.cpp — AVX-512 (F/BW/VL/DQ/VNNI) Q2_K / Q4_K x Q8_K vec_dot, bit-identical
-// to the scalar references (orders written at their definitions in k_quants.cpp).
+// backend/cpu/k_quants_avx512.cpp — AVX-512 (F/BW/VL/DQ/VNNI) Q2_K / Q4_K x Q8_K vec_dot and
+// vec_dot_rows (1-4 rows per activation pass), bit-identical to the scalar references (orders written
+// at their definitions in k_quants.cpp). Only exact int32 arithmetic differs from the scalar code.
 //
-// Per super-block: vpmaddubsw (unsigned quants x signed q8 -> exact int16 pair sums, |pair| ≤ 3840)
-// then vpdpwssd with the sub-block scales (int16, broadcast per 128-bit lane by vpshufb) accumulates
-// isum_sc into two independent 16 x int32 chains (vpdpwssd latency), summed at the end; isum_m is
-// vpmaddwd(mins, bsums). Both are folded to 8 lanes and packed into one vector [isum_sc | isum_m].
-// Super-blocks go in chunks of 16 (chunk c = super-blocks 16c .. 16c+15 -> accumulator c % 2, lane j
-// = super-block 16c + j, i.e. partial b % 32); two transposing reductions turn the 16 packed vectors
-// into isum_sc and isum_m vectors, then v = d_x·(d·isum_sc − dmin·isum_m) lane-wise (masked tails),
-// and the final tree is acc0 + acc1 then halving folds.
+// Per super-block, isum_sc accumulates in two independent 16 x int32 chains:
+//   Q2_K: vpshufb looks up q·sc (≤ 45) in a per-super-block table, vpdpbusd adds q·sc·x;
+//   Q4_K: vpmaddubsw (nibbles x q8 -> exact int16 pair sums, |pair| ≤ 3840), vpdpwssd with the 6-bit
+//         scales (int16, broadcast per 128-bit lane by vpshufb).
+// isum_m is vpmaddwd(mins, bsums). Both are folded to 8 lanes and packed into one vector [isum_sc |
+// isum_m]. Super-blocks go in chunks of 16 (chunk c = super-blocks 16c .. 16c+15 -> accumulator c % 2,
+// lane j = super-block 16c + j, i.e. partial b % 32); one transposing reduction (in-lane unpacks, then
+// 128-bit shuffles) turns the 16 packed vectors into isum_sc and isum_m vectors, then
+// v = d_x·(d·isum_sc − dmin·isum_m) lane-wise (masked tails), and the final tree is acc0 + acc1 then
+// halving folds. The multi-row form runs each chunk of the activation against every row (separate
+// accumulators per row) and prefetches the weights ~1 KiB ahead.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "backend/cpu/k_quants.h"
 #include "backend/cpu/quant.h"
@@ -21,23 +26,21 @@ namespace {
 
 constexpr int64_t kABytes = 292;  // sizeof(BlockQ8_K): d at 0, qs at 4, bsums at 260
 
-// Eight vectors, vector i holding items 2i (lanes 0-7) and 2i+1 (lanes 8-15) -> lane j = Σ of item j.
-inline __m512i reduce8x8(const __m512i v[8]) {
-  const __m512i l1_lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
-  const __m512i l1_hi = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-  const __m512i l2_lo = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
-  const __m512i l2_hi = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
-  const __m512i l3_lo = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i l3_hi = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  __m512i w[4];
-  for (int i = 0; i < 4; ++i)
-    w[i] = _mm512_add_epi32(_mm512_permutex2var_epi32(v[2 * i], l1_lo, v[2 * i + 1]),
-                            _mm512_permutex2var_epi32(v[2 * i], l1_hi, v[2 * i + 1]));
-  __m512i x[2];
-  for (int i = 0; i < 2; ++i)
-    x[i] = _mm512_add_epi32(_mm512_permutex2var_epi32(w[2 * i], l2_lo, w[2 * i + 1]),
-                            _mm512_permutex2var_epi32(w[2 * i], l2_hi, w[2 * i + 1]));
-  return _mm512_add_epi32(_mm512_permutex2var_epi32(x[0], l3_lo, x[1]), _mm512_permutex2var_epi32(x[0], l3_hi, x[1]));
+// v[16]: super-block i packed as [isum_sc partials (lanes 0-7) | isum_m partials (8-15)] -> isc / ism
+// lane i = Σ of those lanes of v[i] (in-lane unpacks, then 128-bit lane shuffles).
+inline void reduce16(const __m512i v[16], __m512i* isc, __m512i* ism) {
+  __m512i u[8], w[4];
+  for (int i = 0; i < 8; ++i)
+    u[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  for (int g = 0; g < 4; ++g)
+    w[g] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * g], u[2 * g + 1]), _mm512_unpackhi_epi64(u[2 * g], u[2 * g + 1]));
+  // w[g]: 128-bit lane L, dword t = Σ of 128-bit lane L of v[4g + t].
+  const __m512i z01 = _mm512_add_epi32(_mm512_shuffle_i64x2(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i64x2(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i z23 = _mm512_add_epi32(_mm512_shuffle_i64x2(w[2], w[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i64x2(w[2], w[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  *isc = _mm512_shuffle_i64x2(z01, z23, _MM_SHUFFLE(2, 0, 2, 0));
+  *ism = _mm512_shuffle_i64x2(z01, z23, _MM_SHUFFLE(3, 1, 3, 1));
 }
 
 inline float reduce_partials(__m512 acc0, __m512 acc1) {
@@ -63,24 +66,50 @@ inline __m512i bcast16(int k0, int k1, int k2, int k3) {
       _mm256_set_m128i(_mm_set1_epi16(c(k3)), _mm_set1_epi16(c(k2))), 1);
 }
 
+// Q2_K table for vpshufb: 128-bit lane i, entry e holds q·sc[4p + i] with (p, q) = (e / 4, e % 4) in
+// lanes 0-1 (even planes: index q | 4p) and (e % 4, e / 4) in lanes 2-3 (odd planes, masked in place
+// as 4q: index 4q | p). idx gives the sc byte 4p + i (vpshufb of the broadcast sc); kQ2Odd / kQ2Ge2: bytes with q odd / q ≥ 2.
+struct Q2Tables {
+  alignas(64) uint8_t idx[64];
+  uint64_t odd = 0, ge2 = 0;
+  constexpr Q2Tables() : idx{} {
+    for (int i = 0; i < 4; ++i)
+      for (int e = 0; e < 16; ++e) {
+        const int pp = i < 2 ? e / 4 : e % 4, q = i < 2 ? e % 4 : e / 4;
+        idx[16 * i + e] = static_cast<uint8_t>(4 * pp + i);
+        if (q & 1) odd |= uint64_t{1} << (16 * i + e);
+        if (q >= 2) ge2 |= uint64_t{1} << (16 * i + e);
+      }
+  }
+};
+constexpr Q2Tables kQ2Tables;
+
+// Q2_K: per 64 elements (p = 0..3: qs half h = p / 2, planes 2·(p % 2) in 128-bit lanes 0-1 and
+// 2·(p % 2) + 1 in lanes 2-3; lane i = sub-block 4p + i), the index (q | 4p, resp. 4q | p) comes from
+// one vpternlog on the (for odd p: 4-bit shifted) quants, vpshufb looks up q·sc (≤ 45) and vpdpbusd
+// adds q·sc·x in groups of 4 into int32 lanes: Σ lanes = isum_sc exactly.
 inline __m512i q2_k_super_block(const uint8_t* w, const uint8_t* a) {
   const __m128i scb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
   const __m128i m4 = _mm_set1_epi8(0x0f);
-  const __m512i scs = _mm512_broadcast_i32x4(_mm_and_si128(scb, m4));
+  const __m512i scz = _mm512_broadcast_i32x4(scb);  // a broadcast load
+  const __m512i s = _mm512_shuffle_epi8(_mm512_and_si512(scz, _mm512_set1_epi8(0x0f)), _mm512_load_si512(kQ2Tables.idx));
+  const __m512i s2 = _mm512_maskz_add_epi8(kQ2Tables.ge2, s, s);
+  const __m512i tbl = _mm512_mask_add_epi8(s2, kQ2Tables.odd, s2, s);
   const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(scb, 4), m4));
-  const __m512i m3 = _mm512_set1_epi8(3);
+  const __m512i mask = _mm512_inserti64x4(_mm512_set1_epi8(0x03), _mm256_set1_epi8(0x0c), 1);
   const uint8_t* aq = a + 4;
   __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains (latency)
-  for (int p = 0; p < 4; ++p) {
-    // Elements 64p .. 64p+63: qs half h = p / 2, planes j0 = 2·(p % 2) (first 32) and j0 + 1; the
-    // 128-bit lane i of the products is sub-block 4p + i.
-    const int h = p / 2, j0 = 2 * (p % 2);
+  for (int h = 0; h < 2; ++h) {
     const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * h)));
-    const __m512i shift = _mm512_setr_epi64(2 * j0, 2 * j0, 2 * j0, 2 * j0, 2 * j0 + 2, 2 * j0 + 2, 2 * j0 + 2, 2 * j0 + 2);
-    const __m512i q = _mm512_and_si512(_mm512_srlv_epi64(qh, shift), m3);
-    const __m512i x = _mm512_loadu_si512(aq + 64 * p);
-    const __m512i scales = _mm512_shuffle_epi8(scs, bcast16(4 * p, 4 * p + 1, 4 * p + 2, 4 * p + 3));
-    acc[p & 1] = _mm512_dpwssd_epi32(acc[p & 1], _mm512_maddubs_epi16(q, x), scales);
+    const __m512i qh4 = _mm512_srli_epi16(qh, 4);
+    for (int t = 0; t < 2; ++t) {
+      const int p = 2 * h + t;
+      const __m512i orc = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(4 * p)),
+                                             _mm256_set1_epi8(static_cast<char>(p)), 1);
+      const __m512i idx = _mm512_ternarylogic_epi32(t == 0 ? qh : qh4, mask, orc, 0xea);  // (a & b) | c
+      const __m512i qs = _mm512_shuffle_epi8(tbl, idx);
+      acc[t] = _mm512_dpbusd_epi32(acc[t], qs, _mm512_loadu_si512(aq + 64 * p));
+    }
   }
   const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 260));
   return pack(_mm512_add_epi32(acc[0], acc[1]), _mm256_madd_epi16(mn16, bs));
@@ -112,51 +141,90 @@ inline __m512i q4_k_super_block(const uint8_t* w, const uint8_t* a) {
   return pack(_mm512_add_epi32(acc[0], acc[1]), _mm256_madd_epi16(mdup, bs));
 }
 
-// kWBytes: weight block size; kDOffset: byte offset of (f16 d, f16 dmin) in the block.
+// One chunk of up to 16 super-blocks (cnt of them) of one row -> acc[c & 1] (lane j = super-block
+// 16c + j). dx: the chunk's activation scales (shared by every row). Prefetches kPrefetch bytes ahead.
 template <int64_t kWBytes, int kDOffset, __m512i (*SuperBlock)(const uint8_t*, const uint8_t*)>
-float k_quant_dot(int64_t n, const void* w, const void* act) {
-  const auto* wp = static_cast<const uint8_t*>(w);
-  const auto* ap = static_cast<const uint8_t*>(act);
+inline __m512 chunk_values(const uint8_t* wc, const uint8_t* ac, int cnt, __m512 dx) {
+  constexpr int64_t kPrefetch = 1024;
+  __m512i v[16];
+  alignas(64) uint32_t dbuf[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) {
+    if (i < cnt) {
+      const uint8_t* wb = wc + i * kWBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(wb + kPrefetch), _MM_HINT_T0);
+      if constexpr (kWBytes > 128) _mm_prefetch(reinterpret_cast<const char*>(wb + kPrefetch + 64), _MM_HINT_T0);
+      v[i] = SuperBlock(wb, ac + i * kABytes);
+      std::memcpy(&dbuf[i], wb + kDOffset, 4);
+    } else {
+      v[i] = _mm512_setzero_si512();
+    }
+  }
+  __m512i isc, ism;
+  reduce16(v, &isc, &ism);
+  const __m512i dd = _mm512_maskz_load_epi32(static_cast<__mmask16>(cnt == 16 ? 0xffff : (1u << cnt) - 1), dbuf);
+  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+  const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+  const __m512 t_sc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isc));
+  const __m512 t_m = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(ism));
+  return _mm512_mul_ps(dx, _mm512_sub_ps(t_sc, t_m));
+}
+
+// nr (1..4) rows at w + r * stride. kWBytes: weight block size; kDOffset: byte offset of (f16 d,
+// f16 dmin) in the block.
+template <int64_t kWBytes, int kDOffset, __m512i (*SuperBlock)(const uint8_t*, const uint8_t*), int NR>
+void k_quant_rows(int64_t n, const uint8_t* wp, int64_t stride, const uint8_t* ap, float* out) {
   const int64_t nb = n / 256;
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i idx_w = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kWBytes)));
-  const __m512i idx_a = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kABytes)));
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  __m512 acc[NR][2];
+  for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (int64_t c = 0; c * 16 < nb; ++c) {
     const int64_t b0 = c * 16;
-    const uint8_t* wc = wp + b0 * kWBytes;
     const uint8_t* ac = ap + b0 * kABytes;
     const int cnt = static_cast<int>(std::min<int64_t>(16, nb - b0));
-    __m512i v[16];
-    for (int i = 0; i < cnt; ++i) v[i] = SuperBlock(wc + i * kWBytes, ac + i * kABytes);
-    for (int i = cnt; i < 16; ++i) v[i] = _mm512_setzero_si512();
-    const __m512i ya = reduce8x8(v);      // lane 2j: isum_sc of j, 2j+1: isum_m of j (j < 8)
-    const __m512i yb = reduce8x8(v + 8);  // same for super-blocks 8..15
-    const __m512i isc = _mm512_permutex2var_epi32(ya, even, yb);
-    const __m512i ism = _mm512_permutex2var_epi32(ya, odd, yb);
     const __mmask16 m = static_cast<__mmask16>(cnt == 16 ? 0xffff : (1u << cnt) - 1);
-    const __m512i dd = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx_w, wc + kDOffset, 1);
-    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-    const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-    const __m512 dx = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx_a, ac, 1);
-    const __m512 t_sc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isc));
-    const __m512 t_m = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(ism));
-    const __m512 val = _mm512_mul_ps(dx, _mm512_sub_ps(t_sc, t_m));
-    acc[c & 1] = _mm512_mask_add_ps(acc[c & 1], m, acc[c & 1], val);
+    alignas(64) float xbuf[16];
+    for (int i = 0; i < cnt; ++i) std::memcpy(&xbuf[i], ac + i * kABytes, 4);
+    const __m512 dx = _mm512_maskz_load_ps(m, xbuf);
+    for (int r = 0; r < NR; ++r) {
+      const __m512 val = chunk_values<kWBytes, kDOffset, SuperBlock>(wp + r * stride + b0 * kWBytes, ac, cnt, dx);
+      acc[r][c & 1] = _mm512_mask_add_ps(acc[r][c & 1], m, acc[r][c & 1], val);
+    }
   }
-  return reduce_partials(acc[0], acc[1]);
+  for (int r = 0; r < NR; ++r) out[r] = reduce_partials(acc[r][0], acc[r][1]);
+}
+
+template <int64_t kWBytes, int kDOffset, __m512i (*SuperBlock)(const uint8_t*, const uint8_t*)>
+void k_quant_rows_dispatch(int64_t n, const void* w, int64_t stride, const void* act, int nr, float* out) {
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* ap = static_cast<const uint8_t*>(act);
+  switch (nr) {
+    case 1: k_quant_rows<kWBytes, kDOffset, SuperBlock, 1>(n, wp, stride, ap, out); break;
+    case 2: k_quant_rows<kWBytes, kDOffset, SuperBlock, 2>(n, wp, stride, ap, out); break;
+    case 3: k_quant_rows<kWBytes, kDOffset, SuperBlock, 3>(n, wp, stride, ap, out); break;
+    default: k_quant_rows<kWBytes, kDOffset, SuperBlock, 4>(n, wp, stride, ap, out); break;
+  }
 }
 
 }  // namespace
 
 float vec_dot_q2_k_avx512(int64_t n, const void* w, const void* act) {
-  return k_quant_dot<84, 80, q2_k_super_block>(n, w, act);
+  float out;
+  k_quant_rows<84, 80, q2_k_super_block, 1>(n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(act), &out);
+  return out;
 }
 
 float vec_dot_q4_k_avx512(int64_t n, const void* w, const void* act) {
-  return k_quant_dot<144, 0, q4_k_super_block>(n, w, act);
+  float out;
+  k_quant_rows<144, 0, q4_k_super_block, 1>(n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(act), &out);
+  return out;
+}
+
+void vec_dot_rows_q2_k_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  k_quant_rows_dispatch<84, 80, q2_k_super_block>(n, w, w_stride, act, nr, out);
+}
+
+void vec_dot_rows_q4_k_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  k_quant_rows_dispatch<144, 0, q4_k_super_block>(n, w, w_stride, act, nr, out);
 }
 
 }  // namespace dsv4::cpu

@@ -1,6 +1,6 @@
 // tests/unit/backend_cpu/k_quants_test.cpp — Q2_K / Q4_K kernels and the Q8_K activation quantizer:
 // hand-decoded blocks, quantizer error (plain and importance-weighted), SIMD == scalar bit for bit,
-// vec_dot vs an f64 reference.
+// vec_dot_rows (1-4 rows) == vec_dot bit for bit, vec_dot vs an f64 reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -271,6 +271,62 @@ TEST(KQuants, SimdMatchesScalarBitForBit) {
     }
   }
   EXPECT_GT(checked, 1000);
+}
+
+// vec_dot_rows: nr = 1..4 rows at a stride (packed and padded), every super-block count of the chunking
+// (tails), edge patterns; out[i] must be the bits of vec_dot (same level) and of the scalar reference.
+TEST(KQuants, VecDotRowsMatchesVecDot) {
+  int checked = 0;
+  for (TensorType t : {TensorType::kQ2_K, TensorType::kQ4_K}) {
+    const TypeKernels& k = kernels(t);
+    const int64_t bb = block_bytes(t);
+    std::mt19937 rng(31);
+    std::vector<int64_t> counts;
+    for (int64_t nb = 1; nb <= 34; ++nb) counts.push_back(nb);
+    for (int64_t nb : {47, 48, 49, 64, 100, 131}) counts.push_back(nb);
+    for (Pattern p : {Pattern::kRandom, Pattern::kZeros, Pattern::kMaxQuants, Pattern::kMinusOne28,
+                      Pattern::kHugeTiny, Pattern::kAlternating}) {
+      for (int64_t nb : counts) {
+        for (int64_t pad : {int64_t{0}, 3 * bb + 5}) {
+          const int64_t stride = nb * bb + pad;
+          std::vector<uint8_t> w(static_cast<size_t>(4 * stride), 0xa5);
+          Rows first;
+          for (int r = 0; r < 4; ++r) {
+            // Mixed rows: row 1 random even when the pattern is an edge case, so lanes differ per row.
+            Rows rr = make_rows(rng, t, nb, r == 1 ? Pattern::kRandom : p, true);
+            std::memcpy(w.data() + r * stride, rr.w.data(), rr.w.size());
+            if (r == 0) first = std::move(rr);
+          }
+          const int64_t n = nb * 256;
+          float ref[4];
+          for (int r = 0; r < 4; ++r) ref[r] = k.vec_dot[0](n, w.data() + r * stride, first.a.data());
+          for (SimdLevel level : test::runnable_simd_levels()) {
+            const VecDotRowsFn rows = select_vec_dot_rows(k, level);
+            if (rows == nullptr) continue;
+            const VecDotFn dot = select_vec_dot(k, level);
+            for (int nr = 1; nr <= 4; ++nr) {
+              for (int r0 = 0; r0 + nr <= 4; ++r0) {
+                float out[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
+                rows(n, w.data() + r0 * stride, stride, first.a.data(), nr, out);
+                for (int i = 0; i < nr; ++i) {
+                  const float single = dot(n, w.data() + (r0 + i) * stride, first.a.data());
+                  ASSERT_TRUE(same_float(single, out[i]) && same_float(ref[r0 + i], out[i]))
+                      << tensor_type_name(t) << " level " << simd_level_name(level) << " nb " << nb << " pattern "
+                      << static_cast<int>(p) << " nr " << nr << " r0 " << r0 << " i " << i << ": " << out[i]
+                      << " vs " << single << " / " << ref[r0 + i];
+                  ++checked;
+                }
+                for (int i = nr; i < 4; ++i) EXPECT_EQ(out[i], -1.0f) << "wrote past nr";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (detected_simd_level() == SimdLevel::kAvx512) {
+    EXPECT_GT(checked, 1000);  // the AVX-512 multi-row kernels ran
+  }
 }
 
 TEST(KQuants, SimdMatchesScalarOnQuantizedRows) {
