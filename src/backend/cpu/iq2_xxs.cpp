@@ -292,6 +292,7 @@ std::span<const TypeKernels> iq2_xxs_type_kernels() {
       .dequantize_row = iq2_xxs_dequantize_row,
       .quantize_row = iq2_xxs_quantize_row,
       .vec_dot = {iq2_xxs_vec_dot_scalar, iq2_xxs_vec_dot_avx2, iq2_xxs_vec_dot_avx512},
+      .vec_dot_rows = {nullptr, nullptr, iq2_xxs_vec_dot_rows_avx512},
   }};
   return table;
 }

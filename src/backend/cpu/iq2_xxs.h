@@ -25,5 +25,10 @@ static_assert(sizeof(BlockIq2Xxs) == 66);
 float iq2_xxs_vec_dot_scalar(int64_t n, const void* w, const void* act);
 float iq2_xxs_vec_dot_avx2(int64_t n, const void* w, const void* act);
 float iq2_xxs_vec_dot_avx512(int64_t n, const void* w, const void* act);
+// The AVX-512 kernel without VBMI/BITALG/GFNI (what iq2_xxs_vec_dot_avx512 runs on CPUs lacking them);
+// exposed so tests cover it on every AVX-512 machine.
+float iq2_xxs_vec_dot_avx512_base(int64_t n, const void* w, const void* act);
+// Multi-row form (quant.h VecDotRowsFn): out[i] == iq2_xxs_vec_dot_avx512(n, w + i*w_stride, act) bits.
+void iq2_xxs_vec_dot_rows_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
 
 }  // namespace dsv4::cpu

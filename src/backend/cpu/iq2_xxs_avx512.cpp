@@ -1,15 +1,36 @@
-// backend/cpu/iq2_xxs_avx512.cpp — IQ2_XXS x Q8_K vec_dot, AVX-512 (F/BW/VL/DQ).
+// backend/cpu/iq2_xxs_avx512.cpp — IQ2_XXS x Q8_K vec_dot and vec_dot_rows, AVX-512.
 //
 // Accumulation order = iq2_xxs.h, bit-identical to iq2_xxs_vec_dot_scalar: sixteen consecutive
 // super-blocks 16t..16t+15 give one vector of exact int32 dots (lane j = block 16t+j); converted,
 // scaled by ((d_w * d_x) * (float)isum) * 0.125f and added into acc[t % 2] (acc[0] = partials 0-15,
 // acc[1] = partials 16-31); a short last chunk adds only its valid lanes. Reduction: acc0 + acc1
 // (s = 16), then 256-bit halves (s = 8), 128 (s = 4), 64 (s = 2), 32 (s = 1) — Partials32's tree.
+// Integer sums are exact, so only the order of the float steps above matters.
 //
-// Integer dot (exact) per 64 weights (two groups): the eight grid entries are eight 64-bit loads; the sign bytes ksigns[s] are computed in-register from the 7-bit indices (spread to bytes,
-// parity folded into bit 7) and used as a byte mask k; vpmaddubsw(g, q) − 2·vpmaddubsw(k ? g : 0, q)
-// = exact int16 pair sums (q8 = −128 exact); vpmaddwd with (2·ls + 1) per group -> int32.
+// Two integer-dot paths:
+//  * VBMI + BITALG + GFNI (Zen 4, Ice Lake and later), used when the CPU has them. No scalar table
+//    loads: per super-block (64 qs bytes in one zmm Q)
+//      - grid: the 32 grid indices -> words (one vpermb) -> 2-bit level codes of each entry (256 x u16
+//        table in 8 zmm: four vpermi2w + blends on index bits 6, 7). Word 4k + m of the result L is
+//        the code of entry 8m + k, so qword k of L holds the codes of entries k, 8+k, 16+k, 24+k and
+//        weights 64m..64m+63 come out of ONE vpmultishiftqb (byte 8k+j = code bits 16m+2j..) plus a
+//        64-entry vpermb level table {8, 25, 43}.
+//      - signs: the 7-bit sign fields -> bytes (vpermb + vpmultishiftqb) -> ksigns (128-entry
+//        vpermi2b table, bit-reversed); qword k byte m = signs of entry 8m + k. XORed with the
+//        activation's sign bits in the same layout (Z, from gf2p8affineqb, once per activation block),
+//        vpshufbitqmb gives the 64-bit "product is negative" mask of weights 64m..64m+63.
+//      - dot: vpdpbusd(|q8|, ±grid) (|q8| <= 128 unsigned, ±grid in [-43, 43]: exact for q8 = -128);
+//        each dword (4 products, |.| <= 22016) is int16-exact, so two vpackssdw + vpmaddwd apply
+//        (2·ls + 1) per group.
+//    Activation-side vectors (|q8|, Z, d_x) are built once per 16-block chunk into a stack buffer and
+//    reused for each of the nr rows of vec_dot_rows.
+//  * Baseline AVX-512 (F/BW/VL/DQ/VNNI) otherwise: eight 64-bit grid loads per 64 weights; sign
+//    bytes computed in-register (parity folded into bit 7) used as a byte mask k;
+//    vpmaddubsw(g, q) − 2·vpmaddubsw(k ? g : 0, q) = exact int16 pair sums (q8 = −128 exact);
+//    vpmaddwd with (2·ls + 1) per group -> int32.
 #include <immintrin.h>
+
+#include <array>
 
 #include "backend/cpu/iq2_xxs.h"
 #include "backend/cpu/iq2_xxs_tables.h"
@@ -82,9 +103,8 @@ inline __m512i chunk_isums(const BlockIq2Xxs* w, const BlockQ8_K* x, int count) 
                           _mm512_shuffle_i32x4(w01, w23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-}  // namespace
 
-float iq2_xxs_vec_dot_avx512(int64_t n, const void* w, const void* act) {
+float vec_dot_old(int64_t n, const void* w, const void* act) {
   const auto* wb = static_cast<const BlockIq2Xxs*>(w);
   const auto* xb = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / 256;
@@ -110,6 +130,233 @@ float iq2_xxs_vec_dot_avx512(int64_t n, const void* w, const void* act) {
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
   return _mm_cvtss_f32(s1);
+}
+
+bool has_vbmi_bitalg_gfni() {
+  static const bool v = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg") &&
+                        __builtin_cpu_supports("gfni");
+  return v;
+}
+
+// ---- VBMI path ---------------------------------------------------------------------------------------
+
+struct alignas(64) VbmiTables {
+  uint16_t code[256];    // entry k: level code (0, 1, 2) of element j at bits 2j..2j+1
+  uint8_t ksigns_rev[128];  // ksigns_iq2xs[s] with bit order reversed (bit 7 - j = element j)
+  uint8_t level[64];     // level[i] = {8, 25, 43, 0}[i & 3]
+  uint8_t idx_words[64];   // vpermb: word 4k + m <- grid index byte of entry 8m + k
+  uint8_t sign_src[64];    // vpermb: qword k bytes 2m, 2m+1 <- the a1 bytes holding entry 8m+k's field
+  uint8_t sign_shift[64];  // vpmultishiftqb: qword k byte m <- bits 16m + off(k & 3) (7-bit field)
+  uint8_t code_shift[4][64];  // vpmultishiftqb for weights 64m..: byte 8k + j <- bits 16m + 2j
+  uint8_t bit_idx[4][64];     // vpshufbitqmb for weights 64m..: byte 8k + j <- bit 8m + 7 - j
+  uint16_t scale_words[2][32];  // vpermw from sv (qword g = 2 ls_g + 1): layout of packs(d_{2h}, d_{2h+1})
+};
+
+VbmiTables make_vbmi_tables() {
+  VbmiTables t{};
+  for (int k = 0; k < 256; ++k) {
+    uint16_t c = 0;
+    for (int j = 0; j < 8; ++j) {
+      const unsigned v = (iq2xxs_grid[k] >> (8 * j)) & 0xff;
+      c = static_cast<uint16_t>(c | (v == 8 ? 0u : v == 25 ? 1u : 2u) << (2 * j));
+    }
+    t.code[k] = c;
+  }
+  for (int s = 0; s < 128; ++s) {
+    uint8_t r = 0;
+    for (int j = 0; j < 8; ++j)
+      if ((ksigns_iq2xs[s] >> j) & 1) r = static_cast<uint8_t>(r | 1u << (7 - j));
+    t.ksigns_rev[s] = r;
+  }
+  static constexpr uint8_t kLv[4] = {8, 25, 43, 0};
+  for (int i = 0; i < 64; ++i) t.level[i] = kLv[i & 3];
+  for (int k = 0; k < 8; ++k)
+    for (int m = 0; m < 4; ++m) {
+      const int g = 2 * m + (k >> 2), l = k & 3;
+      t.idx_words[2 * (4 * k + m)] = static_cast<uint8_t>(8 * g + l);
+      t.idx_words[2 * (4 * k + m) + 1] = 0;  // zeroed by the mask
+      const int b0 = (7 * l) >> 3;
+      t.sign_src[8 * k + 2 * m] = static_cast<uint8_t>(8 * g + 4 + b0);
+      t.sign_src[8 * k + 2 * m + 1] = static_cast<uint8_t>(8 * g + 4 + b0 + 1);
+      t.sign_shift[8 * k + m] = static_cast<uint8_t>(16 * m + (7 * l - 8 * b0));
+      t.sign_shift[8 * k + 4 + m] = 0;
+    }
+  for (int m = 0; m < 4; ++m)
+    for (int k = 0; k < 8; ++k)
+      for (int j = 0; j < 8; ++j) {
+        t.code_shift[m][8 * k + j] = static_cast<uint8_t>(16 * m + 2 * j);
+        t.bit_idx[m][8 * k + j] = static_cast<uint8_t>(8 * m + 7 - j);
+      }
+  // packs_epi32(d_a, d_b), 128-bit lane L, word i: i < 4 from d_a, else d_b; dword lanes 4L.. of d_m
+  // belong to group 2m + (L >> 1). sv word 4g = 2 ls_g + 1.
+  for (int h = 0; h < 2; ++h)
+    for (int L = 0; L < 4; ++L)
+      for (int i = 0; i < 8; ++i) {
+        const int m = 2 * h + (i < 4 ? 0 : 1);
+        t.scale_words[h][8 * L + i] = static_cast<uint16_t>(4 * (2 * m + (L >> 1)));
+      }
+  return t;
+}
+
+const VbmiTables kTables = make_vbmi_tables();
+
+constexpr int kChunk = 16;
+
+struct alignas(64) ActChunk {
+  __m512i qa[kChunk][4];  // |q8| (as unsigned bytes) of weights 64m..64m+63
+  __m512i z[kChunk];      // qword k byte m: sign bits of q8[64m + 8k ..], bit 7 - j = element j
+  float dx[kChunk];
+};
+
+}  // namespace
+
+#pragma GCC push_options
+#pragma GCC target("avx512vbmi,avx512bitalg,gfni")
+
+namespace {
+
+struct Consts {
+  __m512i code[8], ks0, ks1, level, idx_words, sign_src, sign_shift, code_shift[4], bit_idx[4], sw[2];
+};
+
+inline Consts load_consts() {
+  Consts c;
+  const auto* code = reinterpret_cast<const __m512i*>(kTables.code);
+  for (int i = 0; i < 8; ++i) c.code[i] = _mm512_load_si512(code + i);
+  c.ks0 = _mm512_load_si512(kTables.ksigns_rev);
+  c.ks1 = _mm512_load_si512(kTables.ksigns_rev + 64);
+  c.level = _mm512_load_si512(kTables.level);
+  c.idx_words = _mm512_load_si512(kTables.idx_words);
+  c.sign_src = _mm512_load_si512(kTables.sign_src);
+  c.sign_shift = _mm512_load_si512(kTables.sign_shift);
+  for (int m = 0; m < 4; ++m) {
+    c.code_shift[m] = _mm512_load_si512(kTables.code_shift[m]);
+    c.bit_idx[m] = _mm512_load_si512(kTables.bit_idx[m]);
+  }
+  for (int h = 0; h < 2; ++h) c.sw[h] = _mm512_load_si512(kTables.scale_words[h]);
+  return c;
+}
+
+inline void prep_act(const BlockQ8_K* x, int count, ActChunk& a) {
+  const __m512i hi = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int j = 0; j < count; ++j) {
+    __m512i r[4];
+    for (int m = 0; m < 4; ++m) {
+      const __m512i q = _mm512_loadu_si512(x[j].qs + 64 * m);
+      a.qa[j][m] = _mm512_abs_epi8(q);
+      r[m] = _mm512_gf2p8affine_epi64_epi8(hi, q, 0);  // every byte of qword k: bit i = sign of byte 7 - i
+    }
+    __m512i z = _mm512_mask_mov_epi8(r[0], 0x0202020202020202ull, r[1]);
+    z = _mm512_mask_mov_epi8(z, 0x0404040404040404ull, r[2]);
+    a.z[j] = _mm512_mask_mov_epi8(z, 0x0808080808080808ull, r[3]);
+    a.dx[j] = x[j].d;
+  }
+}
+
+inline __m512i block_dot_vbmi(const Consts& c, const BlockIq2Xxs& w, const __m512i* qa, __m512i z) {
+  const __m512i q = _mm512_loadu_si512(w.qs);
+  // Level codes: word 4k + m of L = code of entry 8m + k.
+  const __m512i iw = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, c.idx_words, q);
+  const __mmask32 k6 = _mm512_test_epi16_mask(iw, _mm512_set1_epi16(0x40));
+  const __mmask32 k7 = _mm512_test_epi16_mask(iw, _mm512_set1_epi16(0x80));
+  const __m512i r01 = _mm512_permutex2var_epi16(c.code[0], iw, c.code[1]);
+  const __m512i r23 = _mm512_permutex2var_epi16(c.code[2], iw, c.code[3]);
+  const __m512i r45 = _mm512_permutex2var_epi16(c.code[4], iw, c.code[5]);
+  const __m512i r67 = _mm512_permutex2var_epi16(c.code[6], iw, c.code[7]);
+  const __m512i L = _mm512_mask_blend_epi16(k7, _mm512_mask_blend_epi16(k6, r01, r23), _mm512_mask_blend_epi16(k6, r45, r67));
+  // Signs: qword k byte m = ksigns_rev of entry 8m + k, XOR the activation signs.
+  const __m512i si = _mm512_multishift_epi64_epi8(c.sign_shift, _mm512_permutexvar_epi8(c.sign_src, q));
+  const __m512i s = _mm512_xor_si512(_mm512_permutex2var_epi8(c.ks0, si, c.ks1), z);
+  __m512i d[4];
+  for (int m = 0; m < 4; ++m) {
+    const __m512i g = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(c.code_shift[m], L), c.level);
+    const __mmask64 neg = _mm512_bitshuffle_epi64_mask(s, c.bit_idx[m]);
+    const __m512i v = _mm512_mask_sub_epi8(g, neg, _mm512_setzero_si512(), g);
+    d[m] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qa[m], v);
+  }
+  // (2·ls + 1) per group: qword g of sv = 2 ls_g + 1 (bits 59..63 >> 59, bit 0 forced).
+  const __m512i sv = _mm512_or_si512(_mm512_srli_epi64(q, 59), _mm512_set1_epi64(1));
+  const __m512i p01 = _mm512_madd_epi16(_mm512_packs_epi32(d[0], d[1]), _mm512_permutexvar_epi16(c.sw[0], sv));
+  const __m512i p23 = _mm512_madd_epi16(_mm512_packs_epi32(d[2], d[3]), _mm512_permutexvar_epi16(c.sw[1], sv));
+  return _mm512_add_epi32(p01, p23);
+}
+
+// Lane j = exact int dot of block j for the count (<= 16) valid blocks, 0 elsewhere.
+inline __m512i chunk_isums_vbmi(const Consts& c, const BlockIq2Xxs* w, const ActChunk& a, int count) {
+  __m512i t[8];
+  for (int k = 0; k < 8; ++k) {
+    const __m512i p0 = 2 * k < count ? block_dot_vbmi(c, w[2 * k], a.qa[2 * k], a.z[2 * k]) : _mm512_setzero_si512();
+    const __m512i p1 =
+        2 * k + 1 < count ? block_dot_vbmi(c, w[2 * k + 1], a.qa[2 * k + 1], a.z[2 * k + 1]) : _mm512_setzero_si512();
+    t[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+  }
+  __m512i u[4];
+  for (int k = 0; k < 4; ++k)
+    u[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * k], t[2 * k + 1]), _mm512_unpackhi_epi64(t[2 * k], t[2 * k + 1]));
+  const __m512i w01 = _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i w23 = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2], u[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i32x4(u[2], u[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(w01, w23, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i32x4(w01, w23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+inline float reduce_acc(__m512 a0, __m512 a1) {
+  const __m512 s16 = _mm512_add_ps(a0, a1);
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16), _mm512_extractf32x8_ps(s16, 1));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+__attribute__((noinline)) void dot_rows_vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr,
+                                             float* out) {
+  const auto* xb = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / 256;
+  const Consts c = load_consts();
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i widx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockIq2Xxs))));
+  __m512 acc[4][2];
+  for (auto& r : acc) r[0] = r[1] = _mm512_setzero_ps();
+  ActChunk a;
+  int64_t t = 0;
+  for (int64_t b = 0; b < nb; b += kChunk, ++t) {
+    const int count = nb - b >= kChunk ? kChunk : static_cast<int>(nb - b);
+    const __mmask16 valid = static_cast<__mmask16>((1u << count) - 1u);
+    prep_act(xb + b, count, a);
+    const __m512 dx = _mm512_maskz_loadu_ps(valid, a.dx);
+    for (int r = 0; r < nr; ++r) {
+      const auto* wb = reinterpret_cast<const BlockIq2Xxs*>(static_cast<const uint8_t*>(w) + r * w_stride) + b;
+      // A 4-byte gather at a block's start (d, qs[0]) stays inside the block; keep the low 16 bits.
+      const __m512i dbits = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, widx, &wb->d, 1);
+      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));
+      const __m512 isum = _mm512_cvtepi32_ps(chunk_isums_vbmi(c, wb, a, count));
+      const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw, dx), isum), _mm512_set1_ps(0.125f));
+      acc[r][t & 1] = _mm512_mask_add_ps(acc[r][t & 1], valid, acc[r][t & 1], v);
+    }
+  }
+  for (int r = 0; r < nr; ++r) out[r] = reduce_acc(acc[r][0], acc[r][1]);
+}
+
+}  // namespace
+
+#pragma GCC pop_options
+
+float iq2_xxs_vec_dot_avx512(int64_t n, const void* w, const void* act) {
+  if (has_vbmi_bitalg_gfni()) {
+    float out;
+    dot_rows_vbmi(n, w, 0, act, 1, &out);
+    return out;
+  }
+  return vec_dot_old(n, w, act);
+}
+
+float iq2_xxs_vec_dot_avx512_base(int64_t n, const void* w, const void* act) { return vec_dot_old(n, w, act); }
+
+void iq2_xxs_vec_dot_rows_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  if (has_vbmi_bitalg_gfni()) return dot_rows_vbmi(n, w, w_stride, act, nr, out);
+  for (int r = 0; r < nr; ++r) out[r] = vec_dot_old(n, static_cast<const uint8_t*>(w) + r * w_stride, act);
 }
 
 }  // namespace dsv4::cpu

@@ -203,14 +203,23 @@ TEST(Iq2Xxs, QuantizeZerosAndNonFinite) {
 void expect_levels_match(int64_t nb, const std::vector<BlockIq2Xxs>& w, const std::vector<BlockQ8_K>& a) {
   const TypeKernels& k = kernels();
   const float ref = k.vec_dot[0](256 * nb, w.data(), a.data());
-  for (int level = 1; level <= static_cast<int>(detected_simd_level()); ++level) {
-    const float got = select_vec_dot(k, static_cast<SimdLevel>(level))(256 * nb, w.data(), a.data());
+  auto expect_same = [&](float got, const char* what, int level) {
     if (std::isnan(ref)) {
-      EXPECT_TRUE(std::isnan(got)) << "level " << level << " nb " << nb;
+      EXPECT_TRUE(std::isnan(got)) << what << " level " << level << " nb " << nb;
     } else {
-      EXPECT_EQ(bits_of(ref), bits_of(got)) << "level " << level << " nb " << nb << " ref " << ref << " got " << got;
+      EXPECT_EQ(bits_of(ref), bits_of(got)) << what << " level " << level << " nb " << nb << " ref " << ref << " got " << got;
+    }
+  };
+  for (int level = 1; level <= static_cast<int>(detected_simd_level()); ++level) {
+    expect_same(select_vec_dot(k, static_cast<SimdLevel>(level))(256 * nb, w.data(), a.data()), "vec_dot", level);
+    if (const VecDotRowsFn rows = select_vec_dot_rows(k, static_cast<SimdLevel>(level))) {
+      float out = 0.0f;
+      rows(256 * nb, w.data(), 0, a.data(), 1, &out);
+      expect_same(out, "vec_dot_rows nr=1", level);
     }
   }
+  if (detected_simd_level() >= SimdLevel::kAvx512)
+    expect_same(iq2_xxs_vec_dot_avx512_base(256 * nb, w.data(), a.data()), "avx512 base", 2);
 }
 
 TEST(Iq2Xxs, SimdBitIdenticalRandom) {
@@ -274,6 +283,74 @@ TEST(Iq2Xxs, SimdBitIdenticalEdges) {
     }
     a = random_act(rng, nb, -1e-30f, 1e-30f);
     expect_levels_match(nb, w, a);
+  }
+}
+
+// vec_dot_rows: nr = 1..4 rows at a stride (with padding between rows), every tail length, edge
+// activations (-128 / 127 everywhere, zero) — each out[i] bit-identical to vec_dot and the scalar.
+void expect_rows_match(int64_t nb, const std::vector<BlockIq2Xxs>& rows4, int64_t stride_blocks, const std::vector<BlockQ8_K>& a) {
+  const TypeKernels& k = kernels();
+  for (int level = 0; level <= static_cast<int>(detected_simd_level()); ++level) {
+    const VecDotRowsFn rows = select_vec_dot_rows(k, static_cast<SimdLevel>(level));
+    if (rows == nullptr) continue;
+    const VecDotFn dot = select_vec_dot(k, static_cast<SimdLevel>(level));
+    for (int nr = 1; nr <= 4; ++nr) {
+      float out[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
+      rows(256 * nb, rows4.data(), stride_blocks * static_cast<int64_t>(sizeof(BlockIq2Xxs)), a.data(), nr, out);
+      for (int i = 0; i < nr; ++i) {
+        const BlockIq2Xxs* wr = rows4.data() + i * stride_blocks;
+        const float ref = k.vec_dot[0](256 * nb, wr, a.data());
+        const float one = dot(256 * nb, wr, a.data());
+        EXPECT_EQ(bits_of(one), bits_of(out[i])) << "level " << level << " nb " << nb << " nr " << nr << " row " << i;
+        if (!std::isnan(ref)) {
+          EXPECT_EQ(bits_of(ref), bits_of(out[i])) << "level " << level << " nb " << nb << " nr " << nr;
+        }
+      }
+      for (int i = nr; i < 4; ++i) EXPECT_EQ(out[i], -1.0f) << "wrote past nr";
+    }
+  }
+}
+
+TEST(Iq2Xxs, VecDotRowsMatchesVecDot) {
+  if (detected_simd_level() >= SimdLevel::kAvx512) {
+    EXPECT_NE(select_vec_dot_rows(kernels(), SimdLevel::kAvx512), nullptr);
+  }
+  std::mt19937 rng(18);
+  for (int64_t nb : {1, 2, 5, 15, 16, 17, 31, 32, 33, 48}) {
+    const int64_t stride = nb + 3;
+    auto w = random_blocks(rng, 4 * stride);
+    auto a = random_act(rng, nb, -0.5f, 0.5f);
+    expect_rows_match(nb, w, stride, a);
+    for (auto& b : a) std::memset(b.qs, 0x80, 256);  // q8 = -128 everywhere
+    expect_rows_match(nb, w, stride, a);
+    for (auto& b : a) std::memset(b.qs, 0x7f, 256);
+    expect_rows_match(nb, w, stride, a);
+    a = random_act(rng, nb, -0.5f, 0.5f);
+    for (auto& b : a)
+      for (int i = 0; i < 256; i += 3) b.qs[i] = -128;  // scattered -128 among random values
+    expect_rows_match(nb, w, stride, a);
+    for (auto& b : w) {  // all signs negative, ls = 15, largest magnitudes
+      for (int g = 0; g < 8; ++g) b.qs[4 * g + 2] = 0xffff, b.qs[4 * g + 3] = 0xffff;
+    }
+    expect_rows_match(nb, w, stride, a);
+    std::vector<BlockQ8_K> z(nb, BlockQ8_K{});
+    expect_rows_match(nb, w, stride, z);
+  }
+}
+
+TEST(Iq2Xxs, VecDotRowsQuantizedRows) {
+  std::mt19937 rng(19);
+  for (int64_t nb : {16, 19}) {
+    const int64_t n = 256 * nb;
+    std::vector<BlockIq2Xxs> w(4 * nb);
+    for (int r = 0; r < 4; ++r) {
+      const auto xw = iqtest::gaussian_row(rng, n);
+      kernels().quantize_row(xw.data(), w.data() + r * nb, n, nullptr);
+    }
+    const auto xa = iqtest::gaussian_row(rng, n);
+    std::vector<BlockQ8_K> a(nb);
+    iqtest::quantize_q8_k_local(xa.data(), a.data(), n);
+    expect_rows_match(nb, w, nb, a);
   }
 }
 
