@@ -162,9 +162,9 @@ const TypeKernels kKernels[6] = {
     make(TensorType::kQ8_0_ROCMFPX, dequantize<levels_fp8, kBytes103, false>, quantize_row_103,
          vec_dot_103_scalar, vec_dot_103_avx2, vec_dot_103_avx512),
     make(TensorType::kQ3_0_ROCMFPX, dequantize<levels_fp3, kBytes104, true>, quantize_row_104,
-         vec_dot_104_scalar, vec_dot_104_avx2, vec_dot_104_avx512),
+         vec_dot_104_scalar, vec_dot_104_avx2, vec_dot_104_avx512, vec_dot_rows_104_avx512),
     make(TensorType::kQ2_0_ROCMFP2, dequantize<levels_fp2, kBytes107, true>, quantize_row_107,
-         vec_dot_107_scalar, vec_dot_107_avx2, vec_dot_107_avx512),
+         vec_dot_107_scalar, vec_dot_107_avx2, vec_dot_107_avx512, vec_dot_rows_107_avx512),
 };
 
 }  // namespace

@@ -80,6 +80,8 @@ float vec_dot_107_avx512(int64_t n, const void* w, const void* act);
 
 // Multi-row forms (VecDotRowsFn): out[i] == vec_dot_*(n, w + i * w_stride, act) bit for bit.
 void vec_dot_rows_101_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
+void vec_dot_rows_104_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
+void vec_dot_rows_107_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
 
 // Quantizers (rocmfpx_quant.cpp). Signatures as QuantizeRowFn.
 void quantize_row_100(const float* src, void* dst, int64_t n, const float* importance);

@@ -302,7 +302,195 @@ struct Fp4FastRows {
   static __m512 scale(__m512i e) { return decode_scales(e); }
 };
 
+// ---- FP2 / FP3 (types 107 / 104) multi-row VBMI kernel ---------------------------------------------
+//
+// Same accumulation order (natural lanes: lane j of a chunk = block 16c + j, acc[c & 1]). Half-chunk h
+// (blocks 8h .. 8h+7, 128 bytes loaded from its first block): C_h,o = vpermt2b of qword q = 8 code
+// bytes of block 8h + q from byte o (FP2: o = 0; FP3: o = 0 and 4, so every 3-bit code lies inside one
+// qword). M_h,r = vpmultishiftqb: dword 2q + e = the codes of elements 8r + 4e .. 8r + 4e + 3 of block
+// 8h + q, one per byte (then & 3 for FP2 = level + 1, or a period-8 vpermb table level + 4 for FP3).
+// X_h,r = the activation bytes in the same layout (qword q = qs[8r .. 8r+7] of block 8h + q).
+// D_h,H = vpdpbusd over r = 2H, 2H + 1: two dwords per block and half; isum_H = even + odd dwords
+// (vpermt2d) + corr_H, corr_H = -K Σ x over the half (from vpdpbusd on x ^ 0x80, row-independent).
+#pragma GCC push_options
+#pragma GCC target("avx512vbmi")
+
+struct alignas(64) CodeAct {
+  __m512i x[2][4];
+  __m512i corr[2];
+  __m512 dx;
+};
+
+// X_h,r for h = 0, 1 (8x4 qword transposes of the 16 blocks' qs) and the half-block corrections.
+template <int kK>
+inline void code_prep(const BlockQ8_0Act* a, CodeAct* out) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i negk = _mm512_set1_epi8(static_cast<char>(-kK));
+  const __m512i lo = _mm512_setr_epi64(0, 4, 8, 12, 1, 5, 9, 13);
+  const __m512i hi = _mm512_setr_epi64(2, 6, 10, 14, 3, 7, 11, 15);
+  __m512i d[2][2];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m512i z[4];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const BlockQ8_0Act* b = a + 8 * h + 2 * p;
+      z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs))),
+                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs)), 1);
+    }
+    // A01_lo: qword 0 (r = 0) of blocks 0..3, then qword 1 (r = 1); A01_hi: r = 2, 3.
+    const __m512i a01l = _mm512_permutex2var_epi64(z[0], lo, z[1]);
+    const __m512i a01h = _mm512_permutex2var_epi64(z[0], hi, z[1]);
+    const __m512i a23l = _mm512_permutex2var_epi64(z[2], lo, z[3]);
+    const __m512i a23h = _mm512_permutex2var_epi64(z[2], hi, z[3]);
+    __m512i* x = out->x[h];
+    x[0] = _mm512_shuffle_i64x2(a01l, a23l, 0x44);
+    x[1] = _mm512_shuffle_i64x2(a01l, a23l, 0xEE);
+    x[2] = _mm512_shuffle_i64x2(a01h, a23h, 0x44);
+    x[3] = _mm512_shuffle_i64x2(a01h, a23h, 0xEE);
+#pragma GCC unroll 2
+    for (int H = 0; H < 2; ++H)
+      d[h][H] = _mm512_dpbusd_epi32(
+          _mm512_dpbusd_epi32(_mm512_set1_epi32(1024 * kK), _mm512_xor_si512(x[2 * H], flip), negk),
+          _mm512_xor_si512(x[2 * H + 1], flip), negk);
+  }
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#pragma GCC unroll 2
+  for (int H = 0; H < 2; ++H)
+    out->corr[H] = _mm512_add_epi32(_mm512_permutex2var_epi32(d[0][H], even, d[1][H]),
+                                    _mm512_permutex2var_epi32(d[0][H], odd, d[1][H]));
+  out->dx = _mm512_setr_ps(a[0].d, a[1].d, a[2].d, a[3].d, a[4].d, a[5].d, a[6].d, a[7].d, a[8].d, a[9].d, a[10].d,
+                           a[11].d, a[12].d, a[13].d, a[14].d, a[15].d);
+}
+
+// vpermt2b index: qword q = bytes o .. o+7 of block q (relative to the half-chunk start).
+constexpr Bytes64 code_index(int bytes, int o) {
+  Bytes64 t{};
+  for (int q = 0; q < 8; ++q)
+    for (int i = 0; i < 8; ++i) t.b[8 * q + i] = static_cast<uint8_t>(bytes * q + o + i);
+  return t;
+}
+// Scale bytes of half h: dword 8h + q = e0 | e1 << 8 of block q (bytes - 2, bytes - 1).
+constexpr Bytes64 scale2_index(int bytes, int h) {
+  Bytes64 t{};
+  for (int q = 0; q < 8; ++q) {
+    t.b[4 * (8 * h + q)] = static_cast<uint8_t>(bytes * q + bytes - 2);
+    t.b[4 * (8 * h + q) + 1] = static_cast<uint8_t>(bytes * q + bytes - 1);
+  }
+  return t;
+}
+// multishift control for M_r: byte i of dword e of each qword = bit offset of element 8r + 4e + i in
+// the source qword (bits per code c; FP3 codes of r >= 2 come from the qword at byte 4: -32).
+constexpr Bytes64 shift_ctrl(int c, int r) {
+  Bytes64 t{};
+  for (int q = 0; q < 8; ++q)
+    for (int e = 0; e < 2; ++e)
+      for (int i = 0; i < 4; ++i) {
+        const int el = 8 * r + 4 * e + i;
+        t.b[8 * q + 4 * e + i] = static_cast<uint8_t>(c * el - (c == 3 && r >= 2 ? 32 : 0));
+      }
+  return t;
+}
+
+template <int kC>
+struct CodeKernel {
+  using Act = CodeAct;
+  static constexpr int64_t kBlockBytes = kC == 2 ? kBytes107 : kBytes104;
+  static constexpr int kK = kC == 2 ? 1 : 4;
+  static void prep(const BlockQ8_0Act* a, Act* out) { code_prep<kK>(a, out); }
+  static float finish(__m512 a0, __m512 a1) { return fp4x17::reduce_natural(a0, a1); }
+
+  [[gnu::always_inline]] static inline __m512 row(const uint8_t* w, const Act& x, __m512 acc) {
+    static constexpr Bytes64 kC0 = code_index(kBlockBytes, 0), kC4 = code_index(kBlockBytes, 4);
+    static constexpr Bytes64 kE0 = scale2_index(kBlockBytes, 0), kE1 = scale2_index(kBlockBytes, 1);
+    static constexpr Bytes64 kS[4] = {shift_ctrl(kC, 0), shift_ctrl(kC, 1), shift_ctrl(kC, 2), shift_ctrl(kC, 3)};
+    static constexpr Bytes64 kT = [] {
+      Bytes64 t{};
+      for (int i = 0; i < 64; ++i) t.b[i] = static_cast<uint8_t>(kFp3Level[i & 7] + 4);
+      return t;
+    }();
+    constexpr int64_t kHalf = 8 * kBlockBytes;  // 80 / 112 bytes
+    constexpr __mmask64 kTailMask = (1ull << (kHalf - 64)) - 1;
+    __m512i d[2][2];
+    __m512i e = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* p = w + h * kHalf;
+      const __m512i ya = _mm512_loadu_si512(p);
+      const __m512i yb = _mm512_maskz_loadu_epi8(kTailMask, p + 64);
+      const __m512i c0 = _mm512_permutex2var_epi8(ya, load64(kC0.b), yb);
+      const __m512i c1 = kC == 3 ? _mm512_permutex2var_epi8(ya, load64(kC4.b), yb) : c0;
+      e = _mm512_or_si512(e, _mm512_maskz_permutex2var_epi8(h == 0 ? 0x0000000033333333ull : 0x3333333300000000ull, ya,
+                                                            load64(h == 0 ? kE0.b : kE1.b), yb));
+      __m512i m[4];
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) {
+        const __m512i sh = _mm512_multishift_epi64_epi8(load64(kS[r].b), r < 2 ? c0 : c1);
+        if constexpr (kC == 2)
+          m[r] = _mm512_and_si512(sh, _mm512_set1_epi8(3));
+        else
+          m[r] = _mm512_permutexvar_epi8(sh, load64(kT.b));
+      }
+#pragma GCC unroll 2
+      for (int H = 0; H < 2; ++H)
+        d[h][H] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), m[2 * H], x.x[h][2 * H]),
+                                      m[2 * H + 1], x.x[h][2 * H + 1]);
+    }
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i isum0 = _mm512_add_epi32(_mm512_add_epi32(_mm512_permutex2var_epi32(d[0][0], even, d[1][0]),
+                                                            _mm512_permutex2var_epi32(d[0][0], odd, d[1][0])),
+                                           x.corr[0]);
+    const __m512i isum1 = _mm512_add_epi32(_mm512_add_epi32(_mm512_permutex2var_epi32(d[0][1], even, d[1][1]),
+                                                            _mm512_permutex2var_epi32(d[0][1], odd, d[1][1])),
+                                           x.corr[1]);
+    const __m512 s0 = decode_scales(_mm512_and_si512(e, _mm512_set1_epi32(0xFF)));
+    const __m512 s1 = decode_scales(_mm512_srli_epi32(e, 8));
+    const __m512 t0 = _mm512_mul_ps(s0, _mm512_cvtepi32_ps(isum0));
+    const __m512 t1 = _mm512_mul_ps(s1, _mm512_cvtepi32_ps(isum1));
+    return _mm512_add_ps(acc, _mm512_mul_ps(x.dx, _mm512_add_ps(t0, t1)));
+  }
+};
+
+template <int kC>
+void code_rows(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  fp4x17::rows_driver<CodeKernel<kC>>(n, w, w_stride, act, nr, out);
+}
+
+#pragma GCC pop_options
+
+template <class T>
+void rows_fallback(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  for (int r = 0; r < nr; ++r) out[r] = vec_dot<T>(n, static_cast<const uint8_t*>(w) + r * w_stride, act);
+}
+
 }  // namespace
+
+float vec_dot_104_avx512(int64_t n, const void* w, const void* act) {
+  if (fp4x17::has_vbmi()) {
+    float out;
+    code_rows<3>(n, w, 0, act, 1, &out);
+    return out;
+  }
+  return vec_dot<Fp3>(n, w, act);
+}
+float vec_dot_107_avx512(int64_t n, const void* w, const void* act) {
+  if (fp4x17::has_vbmi()) {
+    float out;
+    code_rows<2>(n, w, 0, act, 1, &out);
+    return out;
+  }
+  return vec_dot<Fp2>(n, w, act);
+}
+void vec_dot_rows_104_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  if (fp4x17::has_vbmi()) return code_rows<3>(n, w, w_stride, act, nr, out);
+  rows_fallback<Fp3>(n, w, w_stride, act, nr, out);
+}
+void vec_dot_rows_107_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  if (fp4x17::has_vbmi()) return code_rows<2>(n, w, w_stride, act, nr, out);
+  rows_fallback<Fp2>(n, w, w_stride, act, nr, out);
+}
 
 float vec_dot_101_avx512(int64_t n, const void* w, const void* act) {
   if (fp4x17::has_vbmi()) {
@@ -320,7 +508,5 @@ void vec_dot_rows_101_avx512(int64_t n, const void* w, int64_t w_stride, const v
 float vec_dot_100_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp4Two>(n, w, act); }
 float vec_dot_102_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp6>(n, w, act); }
 float vec_dot_103_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp8>(n, w, act); }
-float vec_dot_104_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp3>(n, w, act); }
-float vec_dot_107_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp2>(n, w, act); }
 
 }  // namespace dsv4::cpu::rocmfpx

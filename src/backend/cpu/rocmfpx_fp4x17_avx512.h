@@ -171,8 +171,23 @@ inline float finish(__m512 acc0, __m512 acc1) {
   return _mm_cvtss_f32(s1);
 }
 
-template <class T>
-void dot_rows(int64_t n, const void* wv, int64_t w_stride, const void* act, int nr, float* out) {
+// The unpermuted Partials32 tree of two 16-lane accumulators (lane i = partial i / 16 + i).
+inline float reduce_natural(__m512 acc0, __m512 acc1) {
+  const __m512 s16 = _mm512_add_ps(acc0, acc1);
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16), _mm512_extractf32x8_ps(s16, 1));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+// Generic multi-row driver over 16-block chunks. K provides: Act (activation-side chunk data),
+// kBlockBytes, static prep(const BlockQ8_0Act*, Act*), static __m512 row(const uint8_t* w, const Act&,
+// __m512 acc) (reads exactly 16 * kBlockBytes bytes of w), static float finish(__m512, __m512).
+// Chunk c of every row feeds that row's acc[c & 1]; a partial last chunk runs on zero-padded copies.
+template <class K>
+void rows_driver(int64_t n, const void* wv, int64_t w_stride, const void* act, int nr, float* out) {
+  constexpr int64_t kCB = kChunk * K::kBlockBytes;
   const auto* w = static_cast<const uint8_t*>(wv);
   const auto* a = static_cast<const BlockQ8_0Act*>(act);
   const int64_t nb = n / 32;
@@ -181,47 +196,54 @@ void dot_rows(int64_t n, const void* wv, int64_t w_stride, const void* act, int 
   const int64_t rest = nb - full * kChunk;
   __m512 acc[4][2];
   for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  ActChunk buf[kSegChunks];
+  typename K::Act buf[kSegChunks];
   for (int64_t c0 = 0; c0 < nchunks; c0 += kSegChunks) {
     const int64_t c1 = std::min<int64_t>(nchunks, c0 + kSegChunks);
     const int64_t cf = std::min<int64_t>(c1, full);  // full chunks of this segment end here
-    for (int64_t c = c0; c < cf; ++c) prep_chunk<T::kK>(a + c * kChunk, &buf[c - c0]);
+    for (int64_t c = c0; c < cf; ++c) K::prep(a + c * kChunk, &buf[c - c0]);
     if (c1 > cf) {  // the partial last chunk: zero-padded activations (zero blocks add +0.0)
       alignas(64) BlockQ8_0Act abuf[kChunk];
       std::memset(static_cast<void*>(abuf), 0, sizeof(abuf));
       std::memcpy(static_cast<void*>(abuf), a + full * kChunk, static_cast<size_t>(rest) * sizeof(BlockQ8_0Act));
-      prep_chunk<T::kK>(abuf, &buf[cf - c0]);
+      K::prep(abuf, &buf[cf - c0]);
     }
     for (int r = 0; r < nr; ++r) {
       const uint8_t* wr = w + r * w_stride;
       __m512 a0 = acc[r][0], a1 = acc[r][1];
-      int64_t c = c0;
-      if ((c & 1) != 0 && c < cf) {
-        a1 = row_chunk<T>(wr + c * kChunkBytes, buf[c - c0], a1);
-        ++c;
-      }
+      int64_t c = c0;  // c0 is even (kSegChunks is)
       for (; c + 1 < cf; c += 2) {
-        a0 = row_chunk<T>(wr + c * kChunkBytes, buf[c - c0], a0);
-        a1 = row_chunk<T>(wr + (c + 1) * kChunkBytes, buf[c + 1 - c0], a1);
+        a0 = K::row(wr + c * kCB, buf[c - c0], a0);
+        a1 = K::row(wr + (c + 1) * kCB, buf[c + 1 - c0], a1);
       }
-      if (c < cf) {
-        a0 = row_chunk<T>(wr + c * kChunkBytes, buf[c - c0], a0);
-        ++c;
-      }
+      if (c < cf) a0 = K::row(wr + c * kCB, buf[c - c0], a0);
       if (c1 > cf) {
-        alignas(64) uint8_t wbuf[kChunkBytes + 48];
+        alignas(64) uint8_t wbuf[kCB];
         std::memset(wbuf, 0, sizeof(wbuf));
-        std::memcpy(wbuf, wr + full * kChunkBytes, static_cast<size_t>(rest * kBytes));
+        std::memcpy(wbuf, wr + full * kCB, static_cast<size_t>(rest * K::kBlockBytes));
         if ((full & 1) == 0)
-          a0 = row_chunk<T>(wbuf, buf[cf - c0], a0);
+          a0 = K::row(wbuf, buf[cf - c0], a0);
         else
-          a1 = row_chunk<T>(wbuf, buf[cf - c0], a1);
+          a1 = K::row(wbuf, buf[cf - c0], a1);
       }
       acc[r][0] = a0;
       acc[r][1] = a1;
     }
   }
-  for (int r = 0; r < nr; ++r) out[r] = finish(acc[r][0], acc[r][1]);
+  for (int r = 0; r < nr; ++r) out[r] = K::finish(acc[r][0], acc[r][1]);
+}
+
+template <class T>
+struct Fp4x17Kernel {
+  using Act = ActChunk;
+  static constexpr int64_t kBlockBytes = kBytes;
+  static void prep(const BlockQ8_0Act* a, Act* out) { prep_chunk<T::kK>(a, out); }
+  static __m512 row(const uint8_t* w, const Act& x, __m512 acc) { return row_chunk<T>(w, x, acc); }
+  static float finish(__m512 a0, __m512 a1) { return fp4x17::finish(a0, a1); }
+};
+
+template <class T>
+void dot_rows(int64_t n, const void* wv, int64_t w_stride, const void* act, int nr, float* out) {
+  rows_driver<Fp4x17Kernel<T>>(n, wv, w_stride, act, nr, out);
 }
 
 }  // namespace dsv4::cpu::fp4x17
