@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Writes HF transformers goldens for tiny random DeepSeek V4 models (run on the GPU/device machine).
 
-  python3 tests/goldens/make_hf_goldens.py OUT_DIR
+  python3 tests/reference/make_hf_goldens.py OUT_DIR
 
-For each case: OUT_DIR/<case>/{config.json, model.safetensors} (HF save_pretrained, fp32),
-tokens.json (prompt ids), logits.npy (float32 [L, vocab], HF eager fp32, use_cache=False),
-logits_decode.npy (HF token-by-token with a DynamicCache, to show HF's own drift), and
-manifest.json (every saved tensor: name, dtype, shape). The model construction follows
+For each case: OUT_DIR/<case>/{config.json, model.safetensors} (HF save_pretrained, bf16 — every
+weight is rounded to bf16 first, so the fp32 goldens are exact for the bf16 file), tokens.json
+(prompt ids), logits.npy (float32 [L, vocab], HF eager fp32, use_cache=False), logits_decode.npy
+(HF token-by-token with a DynamicCache, to show HF's own drift), greedy.json (prompt = first half
+of tokens.json, then 48 greedy tokens with a fresh DynamicCache), and manifest.json (every saved
+tensor: name, dtype, shape). The model construction follows
 spec/architecture.md §12: HF's init leaves sinks, position biases, HC bases, tid2eid and the
 router correction bias at 0/1, so every parameter and those buffers are re-randomised.
 """
@@ -40,6 +42,12 @@ def build(kw, seed):
         for n, p in model.named_parameters():
             if n.endswith("norm.weight") or n.endswith("layernorm.weight"):
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+        # Exactly representable in bf16, so the bf16 checkpoint and the fp32 model agree.
+        for n, p in model.named_parameters():
+            p.copy_(p.bfloat16().float())
+        for n, b in model.named_buffers():
+            if b.is_floating_point():
+                b.copy_(b.bfloat16().float())
     return cfg, model, g
 
 
@@ -59,7 +67,9 @@ BASE = dict(vocab_size=97, hidden_size=64, moe_intermediate_size=32, num_hidden_
             tie_word_embeddings=False, initializer_range=0.1)
 
 CASES = []
-CASES.append(("tiny_a", dict(BASE), 48, 0))
+a = dict(BASE)
+a.update(o_groups=4, o_lora_rank=8)
+CASES.append(("tiny_a", a, 48, 0))
 d = dict(BASE)
 d.update(compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 128},
          sliding_window=16, index_topk=8,
@@ -84,7 +94,17 @@ for name, kw, L, seed in CASES:
         for t in range(L):
             dec.append(model(input_ids=ids[:, t:t + 1], past_key_values=pkv, use_cache=True).logits[0].float())
         dec = torch.cat(dec, 0)
-    model.save_pretrained(d_out, safe_serialization=True)
+        half = L // 2
+        pkv = DynamicCache(config=cfg)
+        out = model(input_ids=ids[:, :half], past_key_values=pkv, use_cache=True).logits[0, -1]
+        greedy = []
+        for _ in range(48):
+            nxt = int(out.argmax())
+            greedy.append(nxt)
+            out = model(input_ids=torch.tensor([[nxt]]), past_key_values=pkv, use_cache=True).logits[0, -1]
+    with open(os.path.join(d_out, "greedy.json"), "w") as f:
+        json.dump({"prompt_tokens": half, "generated": greedy}, f)
+    model.to(torch.bfloat16).save_pretrained(d_out, safe_serialization=True)
     np.save(os.path.join(d_out, "logits.npy"), full.numpy().astype(np.float32))
     np.save(os.path.join(d_out, "logits_decode.npy"), dec.numpy().astype(np.float32))
     with open(os.path.join(d_out, "tokens.json"), "w") as f:

@@ -1,0 +1,140 @@
+// tests/unit/model/session_test.cpp — Session state: reset returns exactly the initial state,
+// snapshots restore exactly, chunking never changes bits, bad inputs are clear errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "model/model.h"
+#include "tools/synth.h"
+
+namespace dsv4::model {
+namespace {
+
+class SessionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = new std::string(::testing::TempDir() + "/session_tiny.gguf");
+    ThreadPool pool(2);
+    const tools::SynthPlan plan = tools::plan_synth(*tools::synth_preset("tiny"), QuantMix::kF32);
+    ASSERT_TRUE(tools::write_synth(plan, 7, *path_, pool).ok());
+  }
+  static void TearDownTestSuite() {
+    std::remove(path_->c_str());
+    delete path_;
+  }
+  void SetUp() override {
+    pool_ = std::make_unique<ThreadPool>(2);
+    ops_ = std::make_unique<cpu::CpuOps>(pool_.get(), detected_simd_level());
+    auto m = Model::load(*path_, *ops_);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    model_ = std::move(*m);
+  }
+  std::vector<int32_t> tokens(int n, uint32_t seed) const {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& v : t) v = static_cast<int32_t>(rng() % static_cast<uint32_t>(model_->shape().n_vocab));
+    return t;
+  }
+  std::vector<float> run(Session& s, const std::vector<int32_t>& t, int chunk) {
+    const int64_t V = model_->shape().n_vocab;
+    std::vector<float> out(t.size() * static_cast<size_t>(V));
+    for (size_t i = 0; i < t.size(); i += static_cast<size_t>(chunk)) {
+      const size_t m = std::min(t.size() - i, static_cast<size_t>(chunk));
+      EXPECT_TRUE(s.forward(std::span<const int32_t>(t.data() + i, m), out.data() + i * static_cast<size_t>(V), true).ok());
+    }
+    return out;
+  }
+  static bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  }
+
+  static std::string* path_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<cpu::CpuOps> ops_;
+  std::unique_ptr<Model> model_;
+};
+std::string* SessionTest::path_ = nullptr;
+
+TEST_F(SessionTest, ChunkingAndResetNeverChangeBits) {
+  const auto a = tokens(70, 1), b = tokens(41, 2);
+  Session s(*model_, *ops_, 256);
+  const auto ref_a = run(s, a, 70);
+  for (int chunk : {1, 3, 7, 13, 64}) {
+    s.reset();
+    EXPECT_TRUE(same_bits(run(s, a, chunk), ref_a)) << "chunk " << chunk;
+  }
+  // Second sequence after reset equals the same sequence in a fresh session.
+  s.reset();
+  const auto b_after = run(s, b, 5);
+  Session fresh(*model_, *ops_, 256);
+  EXPECT_TRUE(same_bits(run(fresh, b, 41), b_after));
+  EXPECT_EQ(s.snapshot(), fresh.snapshot());
+  s.reset();
+  Session empty(*model_, *ops_, 256);
+  EXPECT_EQ(s.snapshot(), empty.snapshot());  // reset is the initial state, byte for byte
+}
+
+TEST_F(SessionTest, SnapshotRestoreContinuesExactly) {
+  const auto t = tokens(60, 3);
+  Session straight(*model_, *ops_, 128);
+  const auto ref = run(straight, t, 60);
+  const int64_t V = model_->shape().n_vocab;
+  Session s(*model_, *ops_, 128);
+  const std::vector<int32_t> head(t.begin(), t.begin() + 33), tail(t.begin() + 33, t.end());
+  run(s, head, 33);
+  const auto snap = s.snapshot();
+  const std::string file = ::testing::TempDir() + "/session.snap";
+  ASSERT_TRUE(s.save(file).ok());
+  Session other(*model_, *ops_, 128);
+  ASSERT_TRUE(other.load(file).ok());
+  EXPECT_EQ(other.position(), 33);
+  const auto rest = run(other, tail, 4);
+  EXPECT_EQ(std::memcmp(rest.data(), ref.data() + 33 * V, rest.size() * sizeof(float)), 0);
+  // Restore into a session that has moved on.
+  ASSERT_TRUE(s.restore(snap).ok());
+  EXPECT_TRUE(same_bits(run(s, tail, 27), rest));
+  std::remove(file.c_str());
+}
+
+TEST_F(SessionTest, BadSnapshotsAndInputsAreClearErrors) {
+  Session s(*model_, *ops_, 16);
+  auto snap = s.snapshot();
+  snap[0] = 'X';
+  EXPECT_EQ(s.restore(snap).code(), StatusCode::kCorrupt);
+  snap = s.snapshot();
+  snap.resize(snap.size() - 3);
+  EXPECT_FALSE(s.restore(snap).ok());
+  EXPECT_FALSE(s.load("/nonexistent/x.snap").ok());
+  const std::vector<int32_t> bad = {1, 2, 1000};
+  Status st = s.forward(bad, nullptr, false);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(st.message().find("vocabulary"), std::string::npos);
+  const auto t = tokens(17, 4);
+  EXPECT_NE(s.forward(t, nullptr, false).message().find("context"), std::string::npos);
+  EXPECT_EQ(s.position(), 0);  // nothing consumed on error
+}
+
+TEST_F(SessionTest, MissingOrMisshapedTensorNamesIt) {
+  // A GGUF lacking a tensor of the manifest.
+  const std::string path = ::testing::TempDir() + "/session_bad.gguf";
+  ThreadPool pool(1);
+  tools::SynthPlan plan = tools::plan_synth(*tools::synth_preset("tiny"), QuantMix::kF32);
+  Ds4Shape other = plan.shape;
+  other.n_ff_exp = 64;  // experts twice as wide in the file than the metadata says
+  tools::SynthPlan wide = tools::plan_synth(other, QuantMix::kF32);
+  for (auto& t : wide.tensors)
+    if (t.name.find("ffn_gate_exps") == std::string::npos) t = plan.tensors[static_cast<size_t>(&t - wide.tensors.data())];
+  wide.shape = plan.shape;
+  ASSERT_TRUE(tools::write_synth(wide, 1, path, pool).ok());
+  auto m = Model::load(path, *ops_);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("ffn_gate_exps"), std::string::npos) << m.status().to_string();
+  EXPECT_NE(m.status().message().find("expected [64,32,8]"), std::string::npos) << m.status().to_string();
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace dsv4::model
