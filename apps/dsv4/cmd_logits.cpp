@@ -25,6 +25,7 @@ struct EngineArgs {
   int64_t n_predict = 16;
   bool greedy = true;
   bool json = false;
+  int64_t repeat = 1;  // run the prompt this many times in one session, resetting in between
 };
 
 Result<std::vector<int32_t>> read_tokens(const std::string& path) {
@@ -84,13 +85,19 @@ int run_engine(const EngineArgs& a, bool generate) {
   model::Session session(**model, ops, ctx);
   const int64_t chunk = a.chunk > 0 ? a.chunk : n;
   const int64_t V = s.n_vocab;
+  std::fprintf(stderr, "dsv4 %s: session for %lld tokens: %.1f MiB reserved, %.0f bytes per token of context\n", cmd,
+               static_cast<long long>(ctx), static_cast<double>(session.reserved_bytes()) / (1 << 20),
+               session.bytes_per_token());
   if (!generate) {
     std::vector<float> logits(static_cast<size_t>(n * V));
-    for (int64_t i = 0; i < n; i += chunk) {
-      const int64_t m = std::min(chunk, n - i);
-      Status st = session.forward(std::span<const int32_t>(tokens->data() + i, static_cast<size_t>(m)),
-                                  logits.data() + i * V, true);
-      if (!st.ok()) return fail(cmd, st);
+    for (int64_t rep = 0; rep < std::max<int64_t>(1, a.repeat); ++rep) {
+      session.reset();
+      for (int64_t i = 0; i < n; i += chunk) {
+        const int64_t m = std::min(chunk, n - i);
+        Status st = session.forward(std::span<const int32_t>(tokens->data() + i, static_cast<size_t>(m)),
+                                    logits.data() + i * V, true);
+        if (!st.ok()) return fail(cmd, st);
+      }
     }
     Status st = write_npy(a.out, logits, n, V);
     if (!st.ok()) return fail(cmd, st);
@@ -134,6 +141,7 @@ void add_logits_commands(CLI::App& app, int& exit_code) {
   auto* logits = app.add_subcommand("logits", "Write the logits of every prompt position as float32 .npy [n_tokens, n_vocab]");
   add_common(logits, *la);
   logits->add_option("--out", la->out, "output .npy")->required();
+  logits->add_option("--repeat", la->repeat, "run the prompt N times in one session with a reset between (checks reset)");
   logits->callback([la, &exit_code] { exit_code = run_engine(*la, false); });
 
   auto ga = std::make_shared<EngineArgs>();

@@ -12,8 +12,13 @@ hl = struct.unpack('<Q', raw[:8])[0]; hdr = json.loads(raw[8:8+hl]); base = 8 + 
 T = {}
 for k, v in hdr.items():
     if k == '__metadata__': continue
-    s, e = v['data_offsets']; dt = {'F32': np.float32, 'I64': np.int64}[v['dtype']]
-    T[k] = np.frombuffer(raw[base+s:base+e], dtype=dt).reshape(v['shape'])
+    s, e = v['data_offsets']
+    if v['dtype'] == 'BF16':  # widen exactly: bf16 bits are the top half of the f32 bits
+        b16 = np.frombuffer(raw[base+s:base+e], dtype=np.uint16).astype(np.uint32) << 16
+        T[k] = b16.view(np.float32).reshape(v['shape'])
+    else:
+        dt = {'F32': np.float32, 'I64': np.int64, 'I32': np.int32}[v['dtype']]
+        T[k] = np.frombuffer(raw[base+s:base+e], dtype=dt).reshape(v['shape'])
 L = cfg['num_hidden_layers']
 rates = cfg['compress_rates']; lt = cfg['layer_types']
 ratio = [0 if t == 'sliding_attention' else rates[t] for t in lt]

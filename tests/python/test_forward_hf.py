@@ -16,8 +16,7 @@ DATA = os.environ.get("DSV4_DATA", "tests/data")
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = ["tiny_a", "tiny_d", "tiny_e"]
 # HF's own full-sequence vs token-by-token difference on these models is ~1e-5 (fp32 summation
-# order); dsv4 agrees with HF to the same order.
-TOL = 5e-5
+# order); the bound is 1e-4 × max|logit| (the issue's), and dsv4 is ~1e-5.
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +47,9 @@ def test_matches_hf(ggufs, case, tmp_path):
     assert ours.shape == hf.shape
     diff = np.abs(ours - hf).max(axis=1)
     worst = int(diff.argmax())
-    assert diff.max() < TOL, f"{case}: max |dlogit| {diff.max():.3g} at position {worst}"
+    bound = 1e-4 * np.abs(hf).max()
+    print(f"{case}: max |dlogit| {diff.max():.3g} (bound {bound:.3g}) at position {worst}")
+    assert diff.max() <= bound, f"{case}: max |dlogit| {diff.max():.3g} > {bound:.3g} at position {worst}"
     assert (ours.argmax(1) == hf.argmax(1)).all()
 
 
@@ -56,28 +57,37 @@ def test_matches_hf(ggufs, case, tmp_path):
 def test_bit_identical_across_chunks_threads_simd(ggufs, case, tmp_path):
     ref = logits(ggufs[case], case, tmp_path).view(np.uint32)
     n = ref.shape[0]
-    variants = [["--chunk", "1"], ["--chunk", "3"], ["--chunk", "17"], ["--chunk", str(n - 1)]]
+    window = {"tiny_a": 8, "tiny_d": 16, "tiny_e": 8}[case]
+    variants = [["--chunk", c] for c in ("1", "3", "7", str(window + 5), "64", str(n - 1))]
+    variants.append(["--repeat", "2", "--chunk", "5"])
     for v in variants:
         tokens = os.path.join(DATA, "hf", case, "tokens.json")
-        out = str(tmp_path / f"{case}_chunk_{v[1]}.npy")
+        out = str(tmp_path / f"{case}_{'_'.join(v)}.npy")
         r = subprocess.run([BIN, "logits", "-m", ggufs[case], "--tokens-file", tokens, "--out", out, *v],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         got = np.load(out).view(np.uint32)
-        assert (got == ref).all(), f"{case}: chunk {v[1]} differs from the full prefill"
-    for glob in (["--threads", "1"], ["--threads", "3"], ["--simd", "scalar"], ["--simd", "avx2"]):
+        assert (got == ref).all(), f"{case}: {' '.join(v)} differs from the full prefill"
+    for glob in (["--threads", "1"], ["--threads", "2"], ["--threads", "3"], ["--simd", "scalar"], ["--simd", "avx2"]):
         got = logits(ggufs[case], case, tmp_path, *glob).view(np.uint32)
         assert (got == ref).all(), f"{case}: {' '.join(glob)} differs"
 
 
-def test_generate_is_greedy_argmax(ggufs, tmp_path):
-    tokens = os.path.join(DATA, "hf", "tiny_a", "tokens.json")
-    r = subprocess.run([BIN, "generate", "-m", ggufs["tiny_a"], "--tokens-file", tokens, "-n", "1", "--greedy",
-                        "--json"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    first = json.loads(r.stdout)[0]
-    hf = np.load(os.path.join(DATA, "hf", "tiny_a", "logits.npy"))
-    assert first == int(hf[-1].argmax())
+@pytest.mark.parametrize("case", CASES)
+def test_greedy_continuation_equals_hf(ggufs, case, tmp_path):
+    golden_path = os.path.join(DATA, "hf", case, "greedy.json")
+    if not os.path.exists(golden_path):
+        pytest.fail(f"{golden_path} missing: regenerate with tests/reference/make_hf_goldens.py")
+    golden = json.load(open(golden_path))
+    prompt = json.load(open(os.path.join(DATA, "hf", case, "tokens.json")))[: golden["prompt_tokens"]]
+    p = tmp_path / "prompt.json"
+    p.write_text(json.dumps(prompt))
+    n = len(golden["generated"])
+    for chunk in ("0", "1", "5"):
+        r = subprocess.run([BIN, "generate", "-m", ggufs[case], "--tokens-file", str(p), "-n", str(n), "--greedy",
+                            "--json", "--chunk", chunk], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout) == golden["generated"], f"{case} chunk {chunk}"
 
 
 def test_bad_inputs_are_clear_errors(ggufs, tmp_path):
