@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/bench_kernels.h"
+#include "dsv4/bench_model.h"
 #include "dsv4/commands.h"
 #include "dsv4/common.h"
 
@@ -95,8 +96,25 @@ int run_bench_kernels(const BenchArgs& a) {
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks (speed is measured here, never asserted in tests)");
-  bench->require_subcommand(1);
+  auto* bench = app.add_subcommand(
+      "bench", "Benchmarks (speed is measured here, never asserted in tests): -m MODEL for the engine, or `kernels`");
+  bench->require_subcommand(0, 1);
+  auto margs = std::make_shared<BenchModelArgs>();
+  bench->add_option("-m,--model", margs->model, "model .gguf: prefill and decode speed against the machine's limits");
+  bench->add_option("--prompt", margs->prompts, "prefill lengths")->delimiter(',')->capture_default_str();
+  bench->add_option("--depth", margs->depths, "decode context depths")->delimiter(',')->capture_default_str();
+  bench->add_option("--decode", margs->decode_tokens, "decoded tokens per depth")->capture_default_str();
+  bench->add_option("--chunk", margs->chunk, "prefill chunk size")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  bench->add_flag("--timing", margs->timing, "per-phase time per token (HC, attention, compressor+indexer, MoE, head)");
+  bench->callback([bench, margs, &exit_code] {
+    if (!bench->get_subcommands().empty()) return;
+    if (margs->model.empty()) {
+      std::fprintf(stderr, "dsv4 bench: give -m MODEL.gguf, or use `dsv4 bench kernels`\n");
+      exit_code = 2;
+      return;
+    }
+    exit_code = run_bench_model(*margs);
+  });
   auto args = std::make_shared<BenchArgs>();
   auto* kernels = bench->add_subcommand(
       "kernels",

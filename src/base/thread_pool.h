@@ -5,6 +5,9 @@
 // every kernel computes each output element entirely inside one item, in a fixed order.
 //
 // The calling thread takes part as thread 0. Not re-entrant: one run() at a time per pool.
+// Dispatch latency matters (decode issues hundreds of small kernels per token), so workers spin
+// on an atomic job counter for a short while before sleeping on the condition variable, and the
+// caller spins for completion the same way.
 #pragma once
 
 #include <atomic>
@@ -43,8 +46,9 @@ class ThreadPool {
   std::condition_variable done_cv_;
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_items_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<int> sleepers_{0};  // workers blocked on start_cv_
   bool stop_ = false;
 };
 

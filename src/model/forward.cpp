@@ -7,6 +7,7 @@
 // windows that close anywhere inside the chunk are pooled in order, and a compressed entry w is
 // visible to query t iff w < ⌊(t+1)/r⌋.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -14,6 +15,46 @@
 
 namespace dsv4::model {
 namespace {
+
+// Adds the scope's wall time to `slot` when timing is on.
+class PhaseTimer {
+ public:
+  PhaseTimer(bool on, double& slot) : on_(on), slot_(slot) {
+    if (on_) t0_ = std::chrono::steady_clock::now();
+  }
+  ~PhaseTimer() {
+    if (on_) slot_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  bool on_;
+  double& slot_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// A phase nested inside another: its time moves from `outer` to `inner`.
+class NestedPhaseTimer {
+ public:
+  NestedPhaseTimer(bool on, double& inner, double& outer) : on_(on), inner_(inner), outer_(outer) {
+    if (on_) t0_ = std::chrono::steady_clock::now();
+  }
+  ~NestedPhaseTimer() {
+    if (!on_) return;
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    inner_ += dt;
+    outer_ -= dt;
+  }
+  NestedPhaseTimer(const NestedPhaseTimer&) = delete;
+  NestedPhaseTimer& operator=(const NestedPhaseTimer&) = delete;
+
+ private:
+  bool on_;
+  double& inner_;
+  double& outer_;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 // Rows [begin, end) of a 2-D weight (e.g. the output-group slice of W_oa) as its own view.
 Weight row_slice(const Weight& w, int64_t begin, int64_t end) {
@@ -30,6 +71,7 @@ Status Session::hc_pre_block(const Weight& fn, const std::vector<float>& scale, 
                              std::vector<float>& comb) {
   const Ds4Shape& s = model_.shape();
   const int64_t hc = s.hc_mult, D = s.n_embd, n_mix = s.hc_mix();
+  PhaseTimer timer(timing_, times_.hc);
   std::vector<float> fhat(static_cast<size_t>(n * hc * D)), mix(static_cast<size_t>(n * n_mix));
   ops_.rms_norm(X.data(), n, hc * D, nullptr, static_cast<float>(s.rms_eps), fhat.data());
   DSV4_RETURN_IF_ERROR(ops_.matmul(fn, fhat.data(), n, mix.data()));
@@ -105,6 +147,7 @@ Status Session::attention_block(int64_t il, const std::vector<int64_t>& pos, std
 
   std::vector<float> xc, post, comb;
   DSV4_RETURN_IF_ERROR(hc_pre_block(lw.hc_attn_fn, lw.hc_attn_scale, lw.hc_attn_base, X, n, xc, post, comb));
+  PhaseTimer timer(timing_, times_.attention);
   std::vector<float> x(static_cast<size_t>(n * D));
   ops_.rms_norm(xc.data(), n, D, lw.attn_norm.data(), eps, x.data());
 
@@ -137,6 +180,7 @@ Status Session::attention_block(int64_t il, const std::vector<int64_t>& pos, std
   if (kind == AttentionKind::kSliding) {
     sets.comp_offset.assign(static_cast<size_t>(n + 1), 0);
   } else {
+    NestedPhaseTimer sub(timing_, times_.compressor, times_.attention);
     const int64_t r = s.compress_ratio[static_cast<size_t>(il)];
     const int64_t coff = kind == AttentionKind::kCsa ? 2 : 1;
     DSV4_RETURN_IF_ERROR(compressor_step(ls.comp, x, pos, r, coff, d, lw.comp_kv, lw.comp_gate, lw.comp_ape, lw.comp_norm));
@@ -198,6 +242,7 @@ Status Session::ffn_block(int64_t il, std::span<const int32_t> tokens, std::vect
   const int64_t I = s.n_ff_exp;
   std::vector<float> xc, post, comb;
   DSV4_RETURN_IF_ERROR(hc_pre_block(lw.hc_ffn_fn, lw.hc_ffn_scale, lw.hc_ffn_base, X, n, xc, post, comb));
+  PhaseTimer timer(timing_, times_.moe);
   std::vector<float> x(static_cast<size_t>(n * D));
   ops_.rms_norm(xc.data(), n, D, lw.ffn_norm.data(), static_cast<float>(s.rms_eps), x.data());
 
@@ -273,7 +318,11 @@ Status Session::forward_chunk(std::span<const int32_t> tokens, float* logits, bo
   for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = pos_ + t;
   // HC state: every stream starts as the token's embedding.
   std::vector<float> e(static_cast<size_t>(n * D)), X(static_cast<size_t>(n * hc * D));
-  DSV4_RETURN_IF_ERROR(ops_.get_rows(mw.tok_embd, tokens.data(), n, e.data()));
+  times_.tokens += n;
+  {
+    PhaseTimer timer(timing_, times_.embed);
+    DSV4_RETURN_IF_ERROR(ops_.get_rows(mw.tok_embd, tokens.data(), n, e.data()));
+  }
   for (int64_t t = 0; t < n; ++t)
     for (int64_t i = 0; i < hc; ++i)
       std::memcpy(X.data() + (t * hc + i) * D, e.data() + t * D, static_cast<size_t>(D) * sizeof(float));
@@ -284,6 +333,7 @@ Status Session::forward_chunk(std::span<const int32_t> tokens, float* logits, bo
   pos_ += n;
   if (logits == nullptr) return ok_status();
   // Head: only the rows whose logits are wanted.
+  PhaseTimer timer(timing_, times_.head);
   const int64_t first = all_logits ? 0 : n - 1, m = n - first;
   const std::vector<float> Xh(X.begin() + first * hc * D, X.end());
   std::vector<float> fhat(static_cast<size_t>(m * hc * D)), mix(static_cast<size_t>(m * hc)), y(static_cast<size_t>(m * D));

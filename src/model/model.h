@@ -60,6 +60,12 @@ struct LayerState {
   CompressorState comp, idx;
 };
 
+// Wall time per phase, accumulated over forward() calls while timing is on (--timing).
+struct PhaseTimes {
+  double hc = 0, attention = 0, compressor = 0, moe = 0, head = 0, embed = 0;  // seconds
+  int64_t tokens = 0;
+};
+
 class Session {
  public:
   // ctx: the most tokens this timeline may hold; entry storage is reserved for it up front.
@@ -78,6 +84,10 @@ class Session {
   Status restore(std::span<const uint8_t> bytes);
   Status save(const std::string& path) const;
   Status load(const std::string& path);
+
+  void set_timing(bool on) { timing_ = on; }
+  const PhaseTimes& times() const { return times_; }
+  void clear_times() { times_ = PhaseTimes{}; }
 
   // Memory reserved for the whole context, and the growth per token at full use.
   int64_t reserved_bytes() const;
@@ -99,6 +109,8 @@ class Session {
   int64_t ctx_;
   int64_t pos_ = 0;
   std::vector<LayerState> layers_;
+  bool timing_ = false;
+  PhaseTimes times_;
 };
 
 }  // namespace dsv4::model
