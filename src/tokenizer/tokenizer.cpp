@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "tokenizer/utf8.h"
 
@@ -38,19 +39,47 @@ struct Tokenizer::SpecialTrie {
   }
 };
 
-// Per-call state: PCRE2 match data and the per-word BPE cache (views into the input text).
-struct Tokenizer::EncodeState {
-  PreTokenizer::Scratch scratch;
-  std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;  // word -> [off, len) in ids
-  std::vector<int32_t> cache_ids;
-  std::vector<int32_t> symbols;
-};
-
 namespace {
 
 // Words longer than this are not cached (they rarely repeat and would bloat the cache).
-constexpr size_t kCacheMaxWordBytes = 64;
-constexpr size_t kCacheMaxEntries = 1 << 16;
+constexpr size_t kCacheMaxWordBytes = 48;
+constexpr size_t kCacheSlots = 1 << 16;           // direct-mapped: a collision just overwrites
+constexpr size_t kCacheMaxIds = 1 << 20;          // ids storage; the cache resets when full
+
+uint64_t hash_word(std::string_view w) {
+  // Short-string hash: 8-byte loads, multiply-xorshift mixing.
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ w.size();
+  size_t i = 0;
+  for (; i + 8 <= w.size(); i += 8) {
+    uint64_t x;
+    std::memcpy(&x, w.data() + i, 8);
+    h = (h ^ x) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, w.data() + i, w.size() - i);
+  h = (h ^ tail) * 0x94D049BB133111EBull;
+  return h ^ (h >> 29);
+}
+
+}  // namespace
+
+// Per-call state: PCRE2 match data and the per-word BPE cache (views into the input text, so it
+// must not outlive the call).
+struct Tokenizer::EncodeState {
+  struct Slot {
+    std::string_view word;  // empty: unused
+    uint32_t off = 0;       // into ids
+    uint32_t len = 0;
+  };
+  PreTokenizer::Scratch scratch;
+  std::vector<Slot> slots;          // [power of two <= kCacheSlots], sized to the input on first use
+  size_t text_size = 0;
+  std::vector<int32_t> ids;         // cached BPE results
+  std::vector<int32_t> symbols;     // BPE work buffer
+};
+
+namespace {
 
 std::string quoted(std::string_view s) {
   std::string q;  // built by append: GCC 12's -Wrestrict misfires on "'" + std::string(s) + "'"
@@ -299,6 +328,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   }
   out.reserve(text.size() / 3 + 4);
   EncodeState st;
+  st.text_size = text.size();
   if (!parse_special) {
     encode_plain(text, st, out);
     return out;
@@ -340,12 +370,18 @@ void Tokenizer::encode_word(std::string_view word, EncodeState& st, std::vector<
     out.push_back(byte_token_[static_cast<uint8_t>(word[0])]);
     return;
   }
-  const bool cacheable = word.size() <= kCacheMaxWordBytes;
-  if (cacheable) {
-    const auto it = st.cache.find(word);
-    if (it != st.cache.end()) {
-      const int32_t* p = st.cache_ids.data() + it->second.first;
-      out.insert(out.end(), p, p + it->second.second);
+  EncodeState::Slot* slot = nullptr;
+  if (word.size() <= kCacheMaxWordBytes) {
+    if (st.slots.empty()) {
+      // About one slot per 8 input bytes, so short calls (chat turns) stay cheap.
+      size_t n = 64;
+      while (n < kCacheSlots && n * 8 < st.text_size) n <<= 1;
+      st.slots.resize(n);
+    }
+    slot = &st.slots[hash_word(word) & (st.slots.size() - 1)];
+    if (slot->word == word) {
+      const int32_t* p = st.ids.data() + slot->off;
+      out.insert(out.end(), p, p + slot->len);
       return;
     }
   }
@@ -354,13 +390,13 @@ void Tokenizer::encode_word(std::string_view word, EncodeState& st, std::vector<
   for (size_t i = 0; i < word.size(); ++i) sym[i] = byte_token_[static_cast<uint8_t>(word[i])];
   bpe_merge(merges_, sym);
   out.insert(out.end(), sym.begin(), sym.end());
-  if (cacheable) {
-    if (st.cache.size() >= kCacheMaxEntries) {
-      st.cache.clear();
-      st.cache_ids.clear();
+  if (slot != nullptr) {
+    if (st.ids.size() + sym.size() > kCacheMaxIds) {
+      std::fill(st.slots.begin(), st.slots.end(), EncodeState::Slot{});
+      st.ids.clear();
     }
-    st.cache.emplace(word, std::pair{static_cast<uint32_t>(st.cache_ids.size()), static_cast<uint32_t>(sym.size())});
-    st.cache_ids.insert(st.cache_ids.end(), sym.begin(), sym.end());
+    *slot = EncodeState::Slot{word, static_cast<uint32_t>(st.ids.size()), static_cast<uint32_t>(sym.size())};
+    st.ids.insert(st.ids.end(), sym.begin(), sym.end());
   }
 }
 
