@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -332,6 +333,24 @@ TEST(ConvertFailure, ShardIndexNamesAMissingShard) {
   write_dir(dir, base_ck().tensors, 3);
   fs::remove(dir + "/model-00002-of-00003.safetensors");
   expect_failure(dir, {"model-00002-of-00003.safetensors"});
+}
+
+// Writes a larger official-format checkpoint for manual RSS / speed measurements of `dsv4 convert`
+// (DSV4_CONVERT_BIG_DIR=/path unit_tools --gtest_filter=*BigCheckpoint*); skipped otherwise.
+TEST(Convert, BigCheckpointForManualMeasurement) {
+  const char* dir = std::getenv("DSV4_CONVERT_BIG_DIR");
+  if (dir == nullptr) GTEST_SKIP() << "set DSV4_CONVERT_BIG_DIR to write it";
+  model::Ds4Shape s = with_layers(tiny(), 4);
+  s.n_embd = 1024;
+  s.n_ff_exp = 1024;
+  s.n_expert = 64;
+  s.n_vocab = 16384;
+  s.q_lora_rank = 256;
+  s.o_lora_rank = 128;
+  fs::remove_all(dir);
+  Checkpoint ck = testutil::Generator(s, Scheme::kOfficial, 1, /*keep_expected=*/false).build();
+  testutil::write_checkpoint_files(dir, ck.tensors, 4);
+  testutil::write_text(std::string(dir) + "/config.json", testutil::config_json(s, true));
 }
 
 // ---- the transformers save_pretrained goldens committed under tests/data/hf ----

@@ -92,10 +92,14 @@ struct Checkpoint {
 
 class Generator {
  public:
-  Generator(const model::Ds4Shape& s, Scheme scheme, uint32_t seed) : s_(s), scheme_(scheme), rng_(seed) {}
+  Generator(const model::Ds4Shape& s, Scheme scheme, uint32_t seed, bool keep_expected = true)
+      : s_(s), scheme_(scheme), rng_(seed), keep_(keep_expected) {}
 
   Checkpoint build() {
-    for (const model::TensorSpec& t : model::ds4_tensor_manifest(s_)) add(t);
+    for (const model::TensorSpec& t : model::ds4_tensor_manifest(s_)) {
+      add(t);
+      if (!keep_) ck_.expected.clear();
+    }
     return std::move(ck_);
   }
 
@@ -176,6 +180,7 @@ class Generator {
   model::Ds4Shape s_;
   Scheme scheme_;
   std::mt19937 rng_;
+  bool keep_;
   Checkpoint ck_;
 };
 
