@@ -9,21 +9,21 @@
 //
 // Two integer-dot paths:
 //  * VBMI + BITALG + GFNI (Zen 4, Ice Lake and later), used when the CPU has them. No scalar table
-//    loads: per super-block (64 qs bytes in one zmm Q)
-//      - grid: the 32 grid indices -> words (one vpermb) -> 2-bit level codes of each entry (256 x u16
-//        table in 8 zmm: four vpermi2w + blends on index bits 6, 7). Word 4k + m of the result L is
-//        the code of entry 8m + k, so qword k of L holds the codes of entries k, 8+k, 16+k, 24+k and
-//        weights 64m..64m+63 come out of ONE vpmultishiftqb (byte 8k+j = code bits 16m+2j..) plus a
-//        64-entry vpermb level table {8, 25, 43}.
-//      - signs: the 7-bit sign fields -> bytes (vpermb + vpmultishiftqb) -> ksigns (128-entry
-//        vpermi2b table, bit-reversed); qword k byte m = signs of entry 8m + k. XORed with the
-//        activation's sign bits in the same layout (Z, from gf2p8affineqb, once per activation block),
-//        vpshufbitqmb gives the 64-bit "product is negative" mask of weights 64m..64m+63.
-//      - dot: vpdpbusd(|q8|, ±grid) (|q8| <= 128 unsigned, ±grid in [-43, 43]: exact for q8 = -128);
-//        each dword (4 products, |.| <= 22016) is int16-exact, so two vpackssdw + vpmaddwd apply
-//        (2·ls + 1) per group.
-//    Activation-side vectors (|q8|, Z, d_x) are built once per 16-block chunk into a stack buffer and
-//    reused for each of the nr rows of vec_dot_rows.
+//    loads; per super-block (its 64 qs bytes in one zmm q, qword k = group k):
+//      - grid: the 32 grid indices -> words (one vpermb) -> 2-bit level codes (256 x u16 table in 8
+//        zmm: four vpermt2w + blends on index bits 6, 7): word e of L = code of entry e (element j
+//        at bits 2j, 2j+1). "Plane" t (t < 4) = elements t and t + 4 of every entry: one
+//        gf2p8affineqb on L with a per-t matrix maps the code bits of byte 2e + h straight to the
+//        magnitude 8 / 25 / 43 (8 = 001000b, 25 = 011001b, 43 = 101011b is GF(2)-affine in the two
+//        code bits), ignoring the other bits.
+//      - signs: vpmultishiftqb puts entry 4k + m's 7-bit sign field at qword k byte m; a 128-entry
+//        vpermi2b table gives ksigns (bit-reversed); XOR with the activation's sign bits in the same
+//        layout (z); vpshufbitqmb picks, per plane, the 64-bit "product is negative" mask.
+//      - dot: vpdpbusd(|q8|, ±grid): |q8| <= 128 as unsigned bytes, ±grid in [-43, 43] signed, so
+//        q8 = −128 is exact. In every plane dword u holds entries 2u, 2u + 1 = group u / 2, so the
+//        four planes accumulate into one vector, multiplied once by (2·ls_k + 1) in dwords 2k, 2k+1.
+//    The activation side (|q8| permuted into the plane layout by vpermi2b, z from gf2p8affineqb,
+//    d_x) is built once per 16-block chunk into a stack buffer and reused for each of the nr rows.
 //  * Baseline AVX-512 (F/BW/VL/DQ/VNNI) otherwise: eight 64-bit grid loads per 64 weights; sign
 //    bytes computed in-register (parity folded into bit 7) used as a byte mask k;
 //    vpmaddubsw(g, q) − 2·vpmaddubsw(k ? g : 0, q) = exact int16 pair sums (q8 = −128 exact);
@@ -141,15 +141,13 @@ bool has_vbmi_bitalg_gfni() {
 // ---- VBMI path ---------------------------------------------------------------------------------------
 
 struct alignas(64) VbmiTables {
-  uint16_t code[256];    // entry k: level code (0, 1, 2) of element j at bits 2j..2j+1
+  uint16_t code[256];       // entry k: level code (0, 1, 2) of element j at bits 2j..2j+1
   uint8_t ksigns_rev[128];  // ksigns_iq2xs[s] with bit order reversed (bit 7 - j = element j)
-  uint8_t level[64];     // level[i] = {8, 25, 43, 0}[i & 3]
-  uint8_t idx_words[64];   // vpermb: word 4k + m <- grid index byte of entry 8m + k
-  uint8_t sign_src[64];    // vpermb: qword k bytes 2m, 2m+1 <- the a1 bytes holding entry 8m+k's field
-  uint8_t sign_shift[64];  // vpmultishiftqb: qword k byte m <- bits 16m + off(k & 3) (7-bit field)
-  uint8_t code_shift[4][64];  // vpmultishiftqb for weights 64m..: byte 8k + j <- bits 16m + 2j
-  uint8_t bit_idx[4][64];     // vpshufbitqmb for weights 64m..: byte 8k + j <- bit 8m + 7 - j
-  uint16_t scale_words[2][32];  // vpermw from sv (qword g = 2 ls_g + 1): layout of packs(d_{2h}, d_{2h+1})
+  uint8_t idx_words[64];    // vpermb: word e <- grid index byte of entry e (qs byte 8(e/4) + e%4)
+  uint8_t sign_shift[64];   // vpmultishiftqb on qs: qword k byte m <- bits 32 + 7m (entry 4k + m's field)
+  uint8_t bit_idx[4][64];   // vpshufbitqmb for plane t: byte 2e + h <- bit 8(e%4) + 7 - (t + 4h)
+  uint8_t act_idx[4][64];   // vpermi2b for plane t: byte 2e + h <- q8[8e + t + 4h] (mod 128)
+  uint8_t z_idx[64];        // vpermi2b: byte 8k + m <- any byte of R's qword for entry 4k + m (mod 16)
 };
 
 VbmiTables make_vbmi_tables() {
@@ -168,33 +166,20 @@ VbmiTables make_vbmi_tables() {
       if ((ksigns_iq2xs[s] >> j) & 1) r = static_cast<uint8_t>(r | 1u << (7 - j));
     t.ksigns_rev[s] = r;
   }
-  static constexpr uint8_t kLv[4] = {8, 25, 43, 0};
-  for (int i = 0; i < 64; ++i) t.level[i] = kLv[i & 3];
+  for (int e = 0; e < 32; ++e) {
+    t.idx_words[2 * e] = static_cast<uint8_t>(8 * (e >> 2) + (e & 3));
+    t.idx_words[2 * e + 1] = 0;  // zeroed by the mask
+    for (int h = 0; h < 2; ++h)
+      for (int p = 0; p < 4; ++p) {
+        t.bit_idx[p][2 * e + h] = static_cast<uint8_t>(8 * (e & 3) + 7 - (p + 4 * h));
+        t.act_idx[p][2 * e + h] = static_cast<uint8_t>((8 * e + p + 4 * h) & 127);
+      }
+  }
   for (int k = 0; k < 8; ++k)
-    for (int m = 0; m < 4; ++m) {
-      const int g = 2 * m + (k >> 2), l = k & 3;
-      t.idx_words[2 * (4 * k + m)] = static_cast<uint8_t>(8 * g + l);
-      t.idx_words[2 * (4 * k + m) + 1] = 0;  // zeroed by the mask
-      const int b0 = (7 * l) >> 3;
-      t.sign_src[8 * k + 2 * m] = static_cast<uint8_t>(8 * g + 4 + b0);
-      t.sign_src[8 * k + 2 * m + 1] = static_cast<uint8_t>(8 * g + 4 + b0 + 1);
-      t.sign_shift[8 * k + m] = static_cast<uint8_t>(16 * m + (7 * l - 8 * b0));
-      t.sign_shift[8 * k + 4 + m] = 0;
+    for (int m = 0; m < 8; ++m) {
+      t.sign_shift[8 * k + m] = static_cast<uint8_t>(m < 4 ? 32 + 7 * m : 0);
+      t.z_idx[8 * k + m] = static_cast<uint8_t>(m < 4 ? 8 * ((4 * k + m) & 15) : 0);
     }
-  for (int m = 0; m < 4; ++m)
-    for (int k = 0; k < 8; ++k)
-      for (int j = 0; j < 8; ++j) {
-        t.code_shift[m][8 * k + j] = static_cast<uint8_t>(16 * m + 2 * j);
-        t.bit_idx[m][8 * k + j] = static_cast<uint8_t>(8 * m + 7 - j);
-      }
-  // packs_epi32(d_a, d_b), 128-bit lane L, word i: i < 4 from d_a, else d_b; dword lanes 4L.. of d_m
-  // belong to group 2m + (L >> 1). sv word 4g = 2 ls_g + 1.
-  for (int h = 0; h < 2; ++h)
-    for (int L = 0; L < 4; ++L)
-      for (int i = 0; i < 8; ++i) {
-        const int m = 2 * h + (i < 4 ? 0 : 1);
-        t.scale_words[h][8 * L + i] = static_cast<uint16_t>(4 * (2 * m + (L >> 1)));
-      }
   return t;
 }
 
@@ -202,9 +187,11 @@ const VbmiTables kTables = make_vbmi_tables();
 
 constexpr int kChunk = 16;
 
+// Activation side of one super-block, in the "plane" layout of the weights: plane t holds, for each
+// entry e (8 weights), its elements t and t + 4 at bytes 2e, 2e + 1.
 struct alignas(64) ActChunk {
-  __m512i qa[kChunk][4];  // |q8| (as unsigned bytes) of weights 64m..64m+63
-  __m512i z[kChunk];      // qword k byte m: sign bits of q8[64m + 8k ..], bit 7 - j = element j
+  __m512i qa[kChunk][4];  // plane t: |q8| (unsigned bytes); byte 2e + h = |q8[8e + t + 4h]|
+  __m512i z[kChunk];      // qword k byte m: sign bits of q8[32k + 8m ..], bit 7 - j = element j
   float dx[kChunk];
 };
 
@@ -215,8 +202,17 @@ struct alignas(64) ActChunk {
 
 namespace {
 
+// gf2p8affineqb matrix taking the 2-bit level code at bits 2t, 2t+1 of a byte (other bits ignored)
+// to its magnitude with constant 0x08: 8 = 001000b, 25 = 011001b, 43 = 101011b, i.e.
+// out = 0x08 ^ x0·0x11 ^ x1·0x23 (GF(2)-affine in the code bits x0, x1).
+constexpr long long level_matrix(int t) {
+  const unsigned long long x0 = 1ull << (2 * t), x1 = 2ull << (2 * t);
+  // row for output bit i is byte 7 - i
+  return static_cast<long long>((x0 | x1) << 56 | x1 << 48 | x0 << 24 | x1 << 16);
+}
+
 struct Consts {
-  __m512i code[8], ks0, ks1, level, idx_words, sign_src, sign_shift, code_shift[4], bit_idx[4], sw[2];
+  __m512i code[8], ks0, ks1, idx_words, sign_shift, bit_idx[4], lvl[4];
 };
 
 inline Consts load_consts() {
@@ -225,37 +221,38 @@ inline Consts load_consts() {
   for (int i = 0; i < 8; ++i) c.code[i] = _mm512_load_si512(code + i);
   c.ks0 = _mm512_load_si512(kTables.ksigns_rev);
   c.ks1 = _mm512_load_si512(kTables.ksigns_rev + 64);
-  c.level = _mm512_load_si512(kTables.level);
   c.idx_words = _mm512_load_si512(kTables.idx_words);
-  c.sign_src = _mm512_load_si512(kTables.sign_src);
   c.sign_shift = _mm512_load_si512(kTables.sign_shift);
-  for (int m = 0; m < 4; ++m) {
-    c.code_shift[m] = _mm512_load_si512(kTables.code_shift[m]);
-    c.bit_idx[m] = _mm512_load_si512(kTables.bit_idx[m]);
+  for (int t = 0; t < 4; ++t) {
+    c.bit_idx[t] = _mm512_load_si512(kTables.bit_idx[t]);
+    c.lvl[t] = _mm512_set1_epi64(level_matrix(t));
   }
-  for (int h = 0; h < 2; ++h) c.sw[h] = _mm512_load_si512(kTables.scale_words[h]);
   return c;
 }
 
 inline void prep_act(const BlockQ8_K* x, int count, ActChunk& a) {
   const __m512i hi = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i zi = _mm512_load_si512(kTables.z_idx);
+  constexpr __mmask64 kUpper = 0xffffffff00000000ull;
   for (int j = 0; j < count; ++j) {
-    __m512i r[4];
-    for (int m = 0; m < 4; ++m) {
-      const __m512i q = _mm512_loadu_si512(x[j].qs + 64 * m);
-      a.qa[j][m] = _mm512_abs_epi8(q);
-      r[m] = _mm512_gf2p8affine_epi64_epi8(hi, q, 0);  // every byte of qword k: bit i = sign of byte 7 - i
+    const __m512i z0 = _mm512_loadu_si512(x[j].qs), z1 = _mm512_loadu_si512(x[j].qs + 64);
+    const __m512i z2 = _mm512_loadu_si512(x[j].qs + 128), z3 = _mm512_loadu_si512(x[j].qs + 192);
+    for (int t = 0; t < 4; ++t) {
+      const __m512i ix = _mm512_load_si512(kTables.act_idx[t]);
+      const __m512i q = _mm512_mask_blend_epi8(kUpper, _mm512_permutex2var_epi8(z0, ix, z1), _mm512_permutex2var_epi8(z2, ix, z3));
+      a.qa[j][t] = _mm512_abs_epi8(q);
     }
-    __m512i z = _mm512_mask_mov_epi8(r[0], 0x0202020202020202ull, r[1]);
-    z = _mm512_mask_mov_epi8(z, 0x0404040404040404ull, r[2]);
-    a.z[j] = _mm512_mask_mov_epi8(z, 0x0808080808080808ull, r[3]);
+    // every byte of qword k of r_i: bit b = sign of byte 7 - b of activation qword 8i + k
+    const __m512i r0 = _mm512_gf2p8affine_epi64_epi8(hi, z0, 0), r1 = _mm512_gf2p8affine_epi64_epi8(hi, z1, 0);
+    const __m512i r2 = _mm512_gf2p8affine_epi64_epi8(hi, z2, 0), r3 = _mm512_gf2p8affine_epi64_epi8(hi, z3, 0);
+    a.z[j] = _mm512_mask_blend_epi8(kUpper, _mm512_permutex2var_epi8(r0, zi, r1), _mm512_permutex2var_epi8(r2, zi, r3));
     a.dx[j] = x[j].d;
   }
 }
 
 inline __m512i block_dot_vbmi(const Consts& c, const BlockIq2Xxs& w, const __m512i* qa, __m512i z) {
-  const __m512i q = _mm512_loadu_si512(w.qs);
-  // Level codes: word 4k + m of L = code of entry 8m + k.
+  const __m512i q = _mm512_loadu_si512(w.qs);  // qword k = a0_k | a1_k << 32 (group k)
+  // Level codes: word e of L = code of entry e (qword k = the four entries of group k).
   const __m512i iw = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, c.idx_words, q);
   const __mmask32 k6 = _mm512_test_epi16_mask(iw, _mm512_set1_epi16(0x40));
   const __mmask32 k7 = _mm512_test_epi16_mask(iw, _mm512_set1_epi16(0x80));
@@ -264,21 +261,22 @@ inline __m512i block_dot_vbmi(const Consts& c, const BlockIq2Xxs& w, const __m51
   const __m512i r45 = _mm512_permutex2var_epi16(c.code[4], iw, c.code[5]);
   const __m512i r67 = _mm512_permutex2var_epi16(c.code[6], iw, c.code[7]);
   const __m512i L = _mm512_mask_blend_epi16(k7, _mm512_mask_blend_epi16(k6, r01, r23), _mm512_mask_blend_epi16(k6, r45, r67));
-  // Signs: qword k byte m = ksigns_rev of entry 8m + k, XOR the activation signs.
-  const __m512i si = _mm512_multishift_epi64_epi8(c.sign_shift, _mm512_permutexvar_epi8(c.sign_src, q));
+  // Signs: qword k byte m = ksigns_rev of entry 4k + m, XOR the activation signs.
+  const __m512i si = _mm512_multishift_epi64_epi8(c.sign_shift, q);
   const __m512i s = _mm512_xor_si512(_mm512_permutex2var_epi8(c.ks0, si, c.ks1), z);
-  __m512i d[4];
-  for (int m = 0; m < 4; ++m) {
-    const __m512i g = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(c.code_shift[m], L), c.level);
-    const __mmask64 neg = _mm512_bitshuffle_epi64_mask(s, c.bit_idx[m]);
+  // Plane t: byte 2e + h = magnitude of element t + 4h of entry e (code byte h, bits 2t, 2t+1).
+  // Dword u = entries 2u, 2u+1 = group u/2 in every plane, so the planes share one accumulator.
+  __m512i acc = _mm512_setzero_si512();
+  for (int t = 0; t < 4; ++t) {
+    const __m512i g = _mm512_gf2p8affine_epi64_epi8(L, c.lvl[t], 0x08);
+    const __mmask64 neg = _mm512_bitshuffle_epi64_mask(s, c.bit_idx[t]);
     const __m512i v = _mm512_mask_sub_epi8(g, neg, _mm512_setzero_si512(), g);
-    d[m] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qa[m], v);
+    acc = _mm512_dpbusd_epi32(acc, qa[t], v);
   }
-  // (2·ls + 1) per group: qword g of sv = 2 ls_g + 1 (bits 59..63 >> 59, bit 0 forced).
-  const __m512i sv = _mm512_or_si512(_mm512_srli_epi64(q, 59), _mm512_set1_epi64(1));
-  const __m512i p01 = _mm512_madd_epi16(_mm512_packs_epi32(d[0], d[1]), _mm512_permutexvar_epi16(c.sw[0], sv));
-  const __m512i p23 = _mm512_madd_epi16(_mm512_packs_epi32(d[2], d[3]), _mm512_permutexvar_epi16(c.sw[1], sv));
-  return _mm512_add_epi32(p01, p23);
+  // (2·ls + 1) of group k in both dwords of qword k (bits 59..63 >> 59 = 2 ls + bit 59; bit 0 forced).
+  const __m512i sh = _mm512_srli_epi64(q, 59);
+  const __m512i sc = _mm512_ternarylogic_epi64(sh, _mm512_slli_epi64(sh, 32), _mm512_set1_epi64(0x0000000100000001ll), 0xfe);
+  return _mm512_mullo_epi32(acc, sc);
 }
 
 // Lane j = exact int dot of block j for the count (<= 16) valid blocks, 0 elsewhere.
