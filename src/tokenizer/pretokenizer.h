@@ -11,11 +11,13 @@
 // it); matches and the gaps between them both become pieces; empty pieces are dropped. ByteLevel
 // without regex only maps bytes, which the BPE does on raw bytes directly.
 //
-// Oniguruma (HF) vs PCRE2: `\s`/`\S` differ — Oniguruma's \s is the Unicode White_Space property
-// (includes U+0085 NEL), PCRE2 UCP's \s is \p{Z} plus \t\n\v\f\r (no U+0085). compile() rewrites
-// `\s`/`\S` outside character classes into the explicit White_Space class, so both agree. The
-// Unicode tables differ only where PCRE2's Unicode version (Debian 12: 10.42, Unicode 14) lags
-// Oniguruma's (Unicode 15): code points assigned in Unicode 15 may split differently.
+// Oniguruma (HF) vs PCRE2: `\s`/`\S` differ — Oniguruma's \s is the current Unicode White_Space
+// property, while PCRE2 10.42's UCP \s also matches U+180E (MONGOLIAN VOWEL SEPARATOR, White_Space
+// only before Unicode 6.3). compile() rewrites `\s`/`\S` outside character classes into the
+// explicit White_Space class and its complement, so both agree (tests/data/tokenizer/
+// edge_cases.jsonl has U+180E cases). Elsewhere the Unicode tables differ only where PCRE2's
+// Unicode version (Debian 12: 10.42, Unicode 14) lags Oniguruma's (Unicode 15): code points
+// assigned in Unicode 15 may split differently.
 #pragma once
 
 #include <cstddef>
