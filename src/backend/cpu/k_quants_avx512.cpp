@@ -158,7 +158,9 @@ inline __m512i q4_k_super_block(const uint8_t* w, const uint8_t* a) {
 // One chunk of up to 16 super-blocks (cnt of them) of one row -> acc[c & 1] (lane j = super-block
 // 16c + j). dx: the chunk's activation scales (shared by every row). No software prefetch: measured
 // slower than the hardware prefetcher alone (Zen 4, 2 threads streaming from DRAM).
-template <int64_t kWBytes, int kDOffset, __m512i (*SuperBlock)(const uint8_t*, const uint8_t*)>
+// kGather: d/dmin by one vpgatherdd (best for a single row, where the stack buffer's failed store
+// forwarding sits on the critical path) instead of the stack buffer (best for several rows).
+template <int64_t kWBytes, int kDOffset, __m512i (*SuperBlock)(const uint8_t*, const uint8_t*), bool kGather>
 inline __m512 chunk_values(const uint8_t* wc, const uint8_t* ac, int cnt, __m512 dx) {
   __m512i v[16];
   alignas(64) uint32_t dbuf[16];
@@ -167,7 +169,7 @@ inline __m512 chunk_values(const uint8_t* wc, const uint8_t* ac, int cnt, __m512
     if (i < cnt) {
       const uint8_t* wb = wc + i * kWBytes;
       v[i] = SuperBlock(wb, ac + i * kABytes);
-      std::memcpy(&dbuf[i], wb + kDOffset, 4);
+      if constexpr (!kGather) std::memcpy(&dbuf[i], wb + kDOffset, 4);
     } else {
       v[i] = _mm512_setzero_si512();
     }
@@ -178,7 +180,15 @@ inline __m512 chunk_values(const uint8_t* wc, const uint8_t* ac, int cnt, __m512
   } else {
     reduce8(v, &isc, &ism);  // lanes 8-15 are masked off by the caller
   }
-  const __m512i dd = _mm512_maskz_load_epi32(static_cast<__mmask16>(cnt == 16 ? 0xffff : (1u << cnt) - 1), dbuf);
+  const __mmask16 m = static_cast<__mmask16>(cnt == 16 ? 0xffff : (1u << cnt) - 1);
+  __m512i dd;
+  if constexpr (kGather) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i idx_w = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kWBytes)));
+    dd = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx_w, wc + kDOffset, 1);
+  } else {
+    dd = _mm512_maskz_load_epi32(m, dbuf);
+  }
   const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
   const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
   const __m512 t_sc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isc));
@@ -198,11 +208,18 @@ void k_quant_rows(int64_t n, const uint8_t* wp, int64_t stride, const uint8_t* a
     const uint8_t* ac = ap + b0 * kABytes;
     const int cnt = static_cast<int>(std::min<int64_t>(16, nb - b0));
     const __mmask16 m = static_cast<__mmask16>(cnt == 16 ? 0xffff : (1u << cnt) - 1);
-    alignas(64) float xbuf[16];
-    for (int i = 0; i < cnt; ++i) std::memcpy(&xbuf[i], ac + i * kABytes, 4);
-    const __m512 dx = _mm512_maskz_load_ps(m, xbuf);
+    __m512 dx;
+    if constexpr (NR == 1) {
+      const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+      const __m512i idx_a = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kABytes)));
+      dx = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx_a, ac, 1);
+    } else {
+      alignas(64) float xbuf[16];
+      for (int i = 0; i < cnt; ++i) std::memcpy(&xbuf[i], ac + i * kABytes, 4);
+      dx = _mm512_maskz_load_ps(m, xbuf);
+    }
     for (int r = 0; r < NR; ++r) {
-      const __m512 val = chunk_values<kWBytes, kDOffset, SuperBlock>(wp + r * stride + b0 * kWBytes, ac, cnt, dx);
+      const __m512 val = chunk_values<kWBytes, kDOffset, SuperBlock, NR == 1>(wp + r * stride + b0 * kWBytes, ac, cnt, dx);
       acc[r][c & 1] = _mm512_mask_add_ps(acc[r][c & 1], m, acc[r][c & 1], val);
     }
   }
