@@ -3,7 +3,7 @@
 //   dsv4 tokenize -m MODEL.gguf (--text S | --file F | --jsonl F) [--bos] [--pieces] [--no-special]
 //     --text/--file: prints one JSON array of ids ([id, "piece"] pairs with --pieces, where the
 //     piece is the GGUF vocab string, e.g. "Ġthe"). --jsonl: F holds one JSON string per line;
-//     prints one JSON array per line, in order. Invalid UTF-8 in the input (also raw bytes inside
+//     prints one JSON array per line, in order (blank lines are skipped). Invalid UTF-8 in the input (also raw bytes inside
 //     a --jsonl string) is replaced by U+FFFD first, exactly like Python's
 //     bytes.decode("utf-8", "replace"). No BOS unless --bos. --no-special: special-token strings
 //     are ordinary text.
@@ -33,6 +33,7 @@ struct TokenizeOptions {
   bool bos = false;
   bool pieces = false;
   bool no_special = false;
+  bool has_text = false;  // --text given (possibly empty)
 };
 
 struct DetokenizeOptions {
@@ -68,7 +69,7 @@ std::string ids_json(const tokenizer::Tokenizer& tok, const std::vector<int32_t>
 }
 
 int run_tokenize(const TokenizeOptions& o) {
-  const int n_inputs = !o.text.empty() + !o.file.empty() + !o.jsonl.empty();
+  const int n_inputs = o.has_text + !o.file.empty() + !o.jsonl.empty();
   if (n_inputs != 1) return fail("tokenize: give exactly one of --text, --file, --jsonl");
   auto tok = tokenizer::Tokenizer::open(o.model);
   if (!tok.ok()) return fail(tok.status().to_string());
@@ -146,13 +147,16 @@ void add_tokenize_commands(CLI::App& app, int& exit_code) {
   auto to = std::make_shared<TokenizeOptions>();
   auto* t = app.add_subcommand("tokenize", "Text to token ids (JSON)");
   t->add_option("-m,--model", to->model, "GGUF file with tokenizer.ggml.* (vocab-only is fine)")->required();
-  t->add_option("--text", to->text, "Text to tokenize");
+  auto* text_opt = t->add_option("--text", to->text, "Text to tokenize");
   t->add_option("--file", to->file, "File whose bytes are tokenized");
   t->add_option("--jsonl", to->jsonl, "File with one JSON string per line; one JSON array per line out");
   t->add_flag("--bos", to->bos, "Prepend the BOS token");
   t->add_flag("--pieces", to->pieces, "Print [id, \"piece\"] pairs");
   t->add_flag("--no-special", to->no_special, "Treat special-token strings as plain text");
-  t->callback([to, &exit_code] { exit_code = run_tokenize(*to); });
+  t->callback([to, text_opt, &exit_code] {
+    to->has_text = text_opt->count() > 0;
+    exit_code = run_tokenize(*to);
+  });
 
   auto dopt = std::make_shared<DetokenizeOptions>();
   auto* d = app.add_subcommand("detokenize", "Token ids (JSON array) to text");
