@@ -45,8 +45,8 @@ def build(kw, seed):
         # Exactly representable in bf16, so the bf16 checkpoint and the fp32 model agree.
         for n, p in model.named_parameters():
             p.copy_(p.bfloat16().float())
-        for n, b in model.named_buffers():
-            if b.is_floating_point():
+        for n, b in model.named_buffers():  # only saved buffers: never the RoPE inv_freq tables
+            if n.endswith("e_score_correction_bias"):
                 b.copy_(b.bfloat16().float())
     return cfg, model, g
 
