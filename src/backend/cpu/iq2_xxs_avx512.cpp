@@ -183,7 +183,11 @@ VbmiTables make_vbmi_tables() {
   return t;
 }
 
-const VbmiTables kTables = make_vbmi_tables();
+// Built on first use (not at static-init time, so no initialization-order dependence).
+const VbmiTables& vbmi_tables() {
+  static const VbmiTables t = make_vbmi_tables();
+  return t;
+}
 
 constexpr int kChunk = 16;
 
@@ -215,30 +219,30 @@ struct Consts {
   __m512i code[8], ks0, ks1, idx_words, sign_shift, bit_idx[4], lvl[4];
 };
 
-inline Consts load_consts() {
+inline Consts load_consts(const VbmiTables& tb) {
   Consts c;
-  const auto* code = reinterpret_cast<const __m512i*>(kTables.code);
+  const auto* code = reinterpret_cast<const __m512i*>(tb.code);
   for (int i = 0; i < 8; ++i) c.code[i] = _mm512_load_si512(code + i);
-  c.ks0 = _mm512_load_si512(kTables.ksigns_rev);
-  c.ks1 = _mm512_load_si512(kTables.ksigns_rev + 64);
-  c.idx_words = _mm512_load_si512(kTables.idx_words);
-  c.sign_shift = _mm512_load_si512(kTables.sign_shift);
+  c.ks0 = _mm512_load_si512(tb.ksigns_rev);
+  c.ks1 = _mm512_load_si512(tb.ksigns_rev + 64);
+  c.idx_words = _mm512_load_si512(tb.idx_words);
+  c.sign_shift = _mm512_load_si512(tb.sign_shift);
   for (int t = 0; t < 4; ++t) {
-    c.bit_idx[t] = _mm512_load_si512(kTables.bit_idx[t]);
+    c.bit_idx[t] = _mm512_load_si512(tb.bit_idx[t]);
     c.lvl[t] = _mm512_set1_epi64(level_matrix(t));
   }
   return c;
 }
 
-inline void prep_act(const BlockQ8_K* x, int count, ActChunk& a) {
+inline void prep_act(const VbmiTables& tb, const BlockQ8_K* x, int count, ActChunk& a) {
   const __m512i hi = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i zi = _mm512_load_si512(kTables.z_idx);
+  const __m512i zi = _mm512_load_si512(tb.z_idx);
   constexpr __mmask64 kUpper = 0xffffffff00000000ull;
   for (int j = 0; j < count; ++j) {
     const __m512i z0 = _mm512_loadu_si512(x[j].qs), z1 = _mm512_loadu_si512(x[j].qs + 64);
     const __m512i z2 = _mm512_loadu_si512(x[j].qs + 128), z3 = _mm512_loadu_si512(x[j].qs + 192);
     for (int t = 0; t < 4; ++t) {
-      const __m512i ix = _mm512_load_si512(kTables.act_idx[t]);
+      const __m512i ix = _mm512_load_si512(tb.act_idx[t]);
       const __m512i q = _mm512_mask_blend_epi8(kUpper, _mm512_permutex2var_epi8(z0, ix, z1), _mm512_permutex2var_epi8(z2, ix, z3));
       a.qa[j][t] = _mm512_abs_epi8(q);
     }
@@ -312,7 +316,8 @@ __attribute__((noinline)) void dot_rows_vbmi(int64_t n, const void* w, int64_t w
                                              float* out) {
   const auto* xb = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / 256;
-  const Consts c = load_consts();
+  const VbmiTables& tables = vbmi_tables();
+  const Consts c = load_consts(tables);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i widx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockIq2Xxs))));
   __m512 acc[4][2];
@@ -322,7 +327,7 @@ __attribute__((noinline)) void dot_rows_vbmi(int64_t n, const void* w, int64_t w
   for (int64_t b = 0; b < nb; b += kChunk, ++t) {
     const int count = nb - b >= kChunk ? kChunk : static_cast<int>(nb - b);
     const __mmask16 valid = static_cast<__mmask16>((1u << count) - 1u);
-    prep_act(xb + b, count, a);
+    prep_act(tables, xb + b, count, a);
     const __m512 dx = _mm512_maskz_loadu_ps(valid, a.dx);
     for (int r = 0; r < nr; ++r) {
       const auto* wb = reinterpret_cast<const BlockIq2Xxs*>(static_cast<const uint8_t*>(w) + r * w_stride) + b;
