@@ -366,20 +366,34 @@ TEST(Convert, HfGoldenCheckpointsConvertExactly) {
     ASSERT_TRUE(f.ok());
     auto st = SafetensorsSet::open_dir(dir);
     ASSERT_TRUE(st.ok());
-    // Spot checks: F32 sources are copied bit for bit; experts stack expert-major; tid2eid narrows.
-    auto same = [&](const char* gguf_name, const char* src, size_t offset_bytes) {
+    // Spot checks: F32/BF16 sources become exactly their f32 values; experts stack expert-major;
+    // tid2eid narrows to I32.
+    auto same = [&](const char* gguf_name, const char* src, size_t offset_elems) {
       const gguf::TensorInfo* t = f->find_tensor(gguf_name);
       const StTensor* s = st->find(src);
       ASSERT_NE(t, nullptr) << gguf_name;
       ASSERT_NE(s, nullptr) << src;
-      ASSERT_LE(offset_bytes + s->n_bytes, t->n_bytes);
-      EXPECT_EQ(std::memcmp(t->data + offset_bytes, s->data, s->n_bytes), 0) << gguf_name << " vs " << src;
+      ASSERT_EQ(t->type, TensorType::kF32);
+      ASSERT_LE((offset_elems + static_cast<size_t>(s->n_elements())) * 4, t->n_bytes);
+      for (int64_t i = 0; i < s->n_elements(); ++i) {
+        float want, got;
+        if (s->dtype == StDtype::kBF16) {
+          uint16_t b;
+          std::memcpy(&b, s->data + 2 * i, 2);
+          want = bf16_to_f32(b);
+        } else {
+          ASSERT_EQ(s->dtype, StDtype::kF32);
+          std::memcpy(&want, s->data + 4 * i, 4);
+        }
+        std::memcpy(&got, t->data + 4 * (offset_elems + static_cast<size_t>(i)), 4);
+        ASSERT_EQ(f32_bits(got), f32_bits(want)) << gguf_name << " vs " << src << " [" << i << "]";
+      }
     };
     same("token_embd.weight", "model.embed_tokens.weight", 0);
     same("output.weight", "head.weight", 0);
     same("blk.1.attn_kv_a_norm.weight", "model.layers.1.attn.norm.weight", 0);
     const gguf::TensorInfo* g = f->find_tensor("blk.1.ffn_gate_exps.weight");
-    same("blk.1.ffn_gate_exps.weight", "model.layers.1.ffn.experts.3.w1.weight", static_cast<size_t>(3 * g->ne[0] * g->ne[1] * 4));
+    same("blk.1.ffn_gate_exps.weight", "model.layers.1.ffn.experts.3.w1.weight", static_cast<size_t>(3 * g->ne[0] * g->ne[1]));
     const gguf::TensorInfo* tid = f->find_tensor("blk.0.ffn_gate_tid2eid.weight");
     const StTensor* src = st->find("model.layers.0.ffn.gate.tid2eid");
     ASSERT_TRUE(tid && src);
