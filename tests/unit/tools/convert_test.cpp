@@ -226,6 +226,36 @@ TEST(Convert, FallbacksAndDroppedTensorsAreReported) {
   EXPECT_NE(all.find("no tokenizer.json"), std::string::npos) << all;
 }
 
+TEST(Convert, HfFp8WithWeightScaleInv) {
+  const std::string dir = tmp("hf_fp8");
+  Checkpoint ck = testutil::Generator(tiny(), Scheme::kHf, 9).build();
+  std::vector<float> want(24 * 64);
+  for (auto& t : ck.tensors)
+    if (t.name == "model.layers.0.self_attn.q_a_proj.weight") {
+      t.dtype = "F8_E4M3";
+      t.bytes.assign(24 * 64, 0);
+      for (size_t i = 0; i < t.bytes.size(); ++i) {
+        t.bytes[i] = static_cast<uint8_t>((i * 37) % 256);
+        if ((t.bytes[i] & 0x7f) == 0x7f) t.bytes[i] = 0x38;
+        want[i] = testutil::ref_e4m3(t.bytes[i]) * 0.25f;
+      }
+    }
+  const float inv = 0.25f;
+  std::vector<uint8_t> sb(4);
+  std::memcpy(sb.data(), &inv, 4);
+  ck.tensors.push_back({"model.layers.0.self_attn.q_a_proj.weight_scale_inv", "F32", {1, 1}, sb});
+  fs::remove_all(dir);
+  testutil::write_checkpoint_files(dir, ck.tensors, 0);
+  testutil::write_text(dir + "/config.json", testutil::config_json(tiny(), false));
+  auto r = run_convert(dir, dir + "/o.gguf", model::QuantMix::kF32);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto f = gguf::GgufFile::open(dir + "/o.gguf");
+  ASSERT_TRUE(f.ok());
+  const gguf::TensorInfo* t = f->find_tensor("blk.0.attn_q_a.weight");
+  ASSERT_TRUE(t != nullptr && t->n_bytes == want.size() * 4);
+  EXPECT_EQ(std::memcmp(t->data, want.data(), t->n_bytes), 0);
+}
+
 // ---- failures: a clear error naming the problem, and no output file left behind ----
 
 void expect_failure(const std::string& dir, const std::vector<std::string>& needles) {
