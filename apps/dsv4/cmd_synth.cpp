@@ -19,6 +19,7 @@ struct SynthArgs {
   uint64_t seed = 1;
   std::string out;
   bool dry_run = false;
+  int64_t expert_row_pool = -1;  // -1: preset default
   bool json = false;
 };
 
@@ -68,7 +69,8 @@ int run_synth(const SynthArgs& a) {
     std::fprintf(stderr, "dsv4 synth: %s\n", st.to_string().c_str());
     return 2;
   }
-  const tools::SynthPlan plan = tools::plan_synth(*shape, *mix);
+  tools::SynthPlan plan = tools::plan_synth(*shape, *mix);
+  plan.expert_row_pool = a.expert_row_pool >= 0 ? a.expert_row_pool : (a.preset == "tiny" ? 0 : 4096);
   if (a.dry_run) {
     print_plan(plan, a.json);
     return 0;
@@ -121,6 +123,9 @@ void add_synth_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
   cmd->add_option("--out", a->out, "output .gguf path");
   cmd->add_flag("--dry-run", a->dry_run, "write nothing; print the tensor table and totals");
+  cmd->add_option("--expert-row-pool", a->expert_row_pool,
+                  "routed-expert rows repeat N distinct quantized rows (0 = all distinct; default 0 for tiny, 4096 "
+                  "otherwise, since the IQ2/K quantizers are too slow for billions of distinct rows)");
   cmd->add_flag("--json", a->json, "with --dry-run: print JSON");
   cmd->callback([a, &exit_code] { exit_code = run_synth(*a); });
 }

@@ -139,6 +139,18 @@ Status write_synth(const SynthPlan& plan, uint64_t seed, const std::string& path
     if (t.type != TensorType::kI32 && (k == nullptr || k->quantize_row == nullptr))
       return unsupported("synth: no quantizer for type " + std::string(tensor_type_name(t.type)) + " (tensor " + t.name + ")");
     const int64_t chunk_rows = std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(row_bytes, n * 4));
+    const int64_t pool_rows = t.n_dims == 3 && plan.expert_row_pool > 0 ? std::min(plan.expert_row_pool, rows) : 0;
+    std::vector<uint8_t> row_pool(static_cast<size_t>(pool_rows * row_bytes));
+    if (pool_rows > 0) {
+      pool.parallel_for(pool_rows, [&](int64_t b, int64_t e, int) {
+        std::vector<float> row(static_cast<size_t>(n));
+        for (int64_t r = b; r < e; ++r) {
+          RowRng rng(seed, ti, static_cast<uint64_t>(r));
+          fill_row(spec, plan.shape, rng, row.data());
+          k->quantize_row(row.data(), row_pool.data() + r * row_bytes, n, nullptr);
+        }
+      });
+    }
     std::vector<uint8_t> chunk;
     for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
       const int64_t nr = std::min(chunk_rows, rows - r0);
@@ -148,7 +160,11 @@ Status write_synth(const SynthPlan& plan, uint64_t seed, const std::string& path
         for (int64_t r = b; r < e; ++r) {
           RowRng rng(seed, ti, static_cast<uint64_t>(r0 + r));
           uint8_t* dst = chunk.data() + r * row_bytes;
-          if (t.type == TensorType::kI32) {
+          if (pool_rows > 0) {
+            uint64_t h = seed ^ (static_cast<uint64_t>(ti) << 32) ^ static_cast<uint64_t>(r0 + r);
+            const uint64_t pick = splitmix64(h) % static_cast<uint64_t>(pool_rows);
+            std::memcpy(dst, row_pool.data() + static_cast<int64_t>(pick) * row_bytes, static_cast<size_t>(row_bytes));
+          } else if (t.type == TensorType::kI32) {
             fill_row(spec, plan.shape, rng, reinterpret_cast<float*>(dst));  // writes int32 ids
           } else {
             fill_row(spec, plan.shape, rng, row.data());
