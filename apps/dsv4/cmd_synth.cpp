@@ -20,6 +20,7 @@ struct SynthArgs {
   std::string out;
   bool dry_run = false;
   int64_t expert_row_pool = -1;  // -1: preset default
+  std::string tokenizer;
   bool json = false;
 };
 
@@ -71,6 +72,12 @@ int run_synth(const SynthArgs& a) {
   }
   tools::SynthPlan plan = tools::plan_synth(*shape, *mix);
   plan.expert_row_pool = a.expert_row_pool >= 0 ? a.expert_row_pool : (a.preset == "tiny" ? 0 : 4096);
+  if (!a.tokenizer.empty()) {
+    if (Status st = tools::with_tokenizer(plan, a.tokenizer); !st.ok()) {
+      std::fprintf(stderr, "dsv4 synth: %s\n", st.to_string().c_str());
+      return 2;
+    }
+  }
   if (a.dry_run) {
     print_plan(plan, a.json);
     return 0;
@@ -122,6 +129,7 @@ void add_synth_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--type", a->type, "quant mix: q2 | q4 | q8_0 | f16 | bf16 | f32")->capture_default_str();
   cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
   cmd->add_option("--out", a->out, "output .gguf path");
+  cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json: write its vocabulary; embedding/output rows follow it");
   cmd->add_flag("--dry-run", a->dry_run, "write nothing; print the tensor table and totals");
   cmd->add_option("--expert-row-pool", a->expert_row_pool,
                   "routed-expert rows repeat N distinct quantized rows (0 = all distinct; default 0 for tiny, 4096 "

@@ -8,6 +8,7 @@
 #include "backend/cpu/quant.h"
 #include "gguf/writer.h"
 #include "model/tensor_manifest.h"
+#include "tools/vocab.h"
 #include "tools/metadata.h"
 
 namespace dsv4::tools {
@@ -107,7 +108,9 @@ model::Ds4Shape with_layers(model::Ds4Shape s, int64_t n) {
 }
 
 SynthPlan plan_synth(const model::Ds4Shape& shape, model::QuantMix mix) {
-  SynthPlan p{shape, mix, {}, 0, 0};
+  SynthPlan p;
+  p.shape = shape;
+  p.mix = mix;
   for (const model::TensorSpec& t : model::ds4_tensor_manifest(shape)) {
     const model::TypeChoice c = model::choose_tensor_type(mix, t);
     const int64_t bytes = tensor_row_bytes(c.type, t.ne[0]) * t.ne[1] * t.ne[2] * t.ne[3];
@@ -118,6 +121,17 @@ SynthPlan plan_synth(const model::Ds4Shape& shape, model::QuantMix mix) {
   return p;
 }
 
+Status with_tokenizer(SynthPlan& plan, const std::string& tokenizer_json) {
+  DSV4_ASSIGN_OR_RETURN(Vocab v, load_vocab(tokenizer_json, "", 0));
+  model::Ds4Shape shape = plan.shape;
+  shape.n_vocab = static_cast<int64_t>(v.tokens.size());
+  SynthPlan p = plan_synth(shape, plan.mix);
+  p.expert_row_pool = plan.expert_row_pool;
+  p.tokenizer_json = tokenizer_json;
+  plan = std::move(p);
+  return ok_status();
+}
+
 Status write_synth(const SynthPlan& plan, uint64_t seed, const std::string& path, ThreadPool& pool,
                    const std::function<void(const SynthProgress&)>& progress) {
   DSV4_RETURN_IF_ERROR(model::validate_shape(plan.shape));
@@ -125,6 +139,10 @@ Status write_synth(const SynthPlan& plan, uint64_t seed, const std::string& path
   gguf::GgufWriter w(path);
   DSV4_RETURN_IF_ERROR(write_ds4_metadata(w, plan.shape, std::string("dsv4 synthetic (") + model::quant_mix_name(plan.mix) +
                                                            ", seed " + std::to_string(seed) + ")"));
+  if (!plan.tokenizer_json.empty()) {
+    DSV4_ASSIGN_OR_RETURN(Vocab v, load_vocab(plan.tokenizer_json, "", plan.shape.n_vocab));
+    DSV4_RETURN_IF_ERROR(write_vocab_metadata(w, v));
+  }
   for (const SynthTensor& t : plan.tensors)
     DSV4_RETURN_IF_ERROR(w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne, static_cast<size_t>(t.n_dims))));
   DSV4_RETURN_IF_ERROR(w.begin());

@@ -46,7 +46,14 @@ struct SynthPlan {
   // hash(seed, tensor, r) mod N). The error-minimising IQ2/K quantizers run at ~1 M weights/s,
   // so a distinct full Flash would take days; speed benchmarks do not need distinct rows.
   int64_t expert_row_pool = 0;
+  // Optional tokenizer (tokenizer.json path): its keys are written and n_vocab follows it
+  // (the embedding and output rows match the tokenizer's vocabulary). Set via with_tokenizer().
+  std::string tokenizer_json;
 };
+
+// Sets the plan's vocabulary size to the tokenizer's token count (so embedding and output rows
+// match it) and re-plans the tensors; write_synth then also writes the tokenizer keys.
+Status with_tokenizer(SynthPlan& plan, const std::string& tokenizer_json);
 
 SynthPlan plan_synth(const model::Ds4Shape& shape, model::QuantMix mix);
 
