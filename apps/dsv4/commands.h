@@ -14,5 +14,6 @@ void add_synth_command(CLI::App& app, int& exit_code);
 void add_convert_command(CLI::App& app, int& exit_code);
 void add_tokenize_commands(CLI::App& app, int& exit_code);  // tokenize, detokenize
 void add_logits_commands(CLI::App& app, int& exit_code);    // logits, generate
+void add_render_command(CLI::App& app, int& exit_code);     // render (chat prompt)
 
 }  // namespace dsv4::app

@@ -1,0 +1,80 @@
+// server/api/openai_chat.h — the OpenAI chat-completions request: JSON text → native struct.
+//
+// Owns: parsing and validating a /v1/chat/completions body (messages with string or
+// content-part-array content, tools, tool_choice, thinking controls, response_format) with
+// OpenAI-style error messages that name the offending field. Must not: render prompts or include
+// any room other than base (apps convert this struct into tokenizer::ChatRequest).
+//
+// Conventions decided here:
+//   - Content-part arrays: only {"type":"text","text":...} parts; they are joined with "\n\n"
+//     (the encoder's rule for several content blocks). Other part types are rejected.
+//   - Roles: system, user, developer, assistant, tool, and the DeepSeek extension latest_reminder.
+//   - Thinking is ON (effort high) by default. Off by thinking:{type:"disabled"},
+//     reasoning_effort:"none", or chat_template_kwargs {thinking:false} / {enable_thinking:false}.
+//     reasoning_effort (also inside chat_template_kwargs) maps minimal/low/medium/high/xhigh → high
+//     and max/ultra → max. Controls that disagree (e.g. type "disabled" + effort "max") are an error.
+//   - Top-level tools: each tool's `function` object is kept as compact JSON text, key order kept.
+//     The renderer attaches them to the first system message (an empty system message is
+//     inserted first when there is none). tool_choice is validated and stored; it does not change
+//     the prompt (the official encoder has no tool_choice).
+//   - response_format {"type":"text"} means no constraint (empty response_format_json); json_object
+//     and json_schema keep the whole object as JSON text for the response-format block.
+//
+//   auto req = server::api::parse_chat_completion_request(body);
+//   if (!req.ok()) return http_400(req.status().message());
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace dsv4::server::api {
+
+struct ApiToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // the JSON text string exactly as sent
+};
+
+struct ApiMessage {
+  std::string role;     // one of the roles listed above
+  std::string content;  // text; content-part arrays already joined; null → ""
+  std::string reasoning_content;  // assistant only
+  std::vector<ApiToolCall> tool_calls;  // assistant only
+  std::string tool_call_id;  // tool only (required there)
+  std::string name;          // optional
+};
+
+struct ApiTool {
+  std::string name;
+  std::string function_json;  // compact JSON of the tool's `function` object, key order kept
+};
+
+enum class ToolChoiceKind { kAuto, kNone, kRequired, kFunction };
+
+struct ToolChoice {
+  ToolChoiceKind kind = ToolChoiceKind::kAuto;
+  std::string function_name;  // kFunction only
+};
+
+enum class ReasoningEffort { kHigh, kMax };
+
+struct ChatCompletionRequest {
+  std::string model;
+  std::vector<ApiMessage> messages;
+  std::vector<ApiTool> tools;
+  ToolChoice tool_choice;
+  bool thinking = true;
+  ReasoningEffort reasoning_effort = ReasoningEffort::kHigh;
+  std::string response_format_json;  // empty = none
+  bool stream = false;
+  std::optional<int64_t> max_tokens;  // max_completion_tokens or max_tokens
+};
+
+Result<ChatCompletionRequest> parse_chat_completion_request(std::string_view json_text);
+
+}  // namespace dsv4::server::api
