@@ -3,7 +3,8 @@
 
 tests/data/chat/requests/NAME.json (OpenAI chat-completions bodies) were rendered by the official
 encoder into tests/data/chat/expected/NAME.txt (tests/data/chat/make_goldens.py); ctx.json gives
-the context size per case (default 1048576). Standard library only: runs as a plain script (CTest)
+the context size per case (default 1048576). tests/data/chat/bad/NAME.json must fail: exit 1, empty
+stdout, and stderr containing the text bad.json gives for NAME. Standard library only: runs as a plain script (CTest)
 or under pytest. Env: DSV4_BIN (the dsv4 binary), DSV4_CHAT_DATA (tests/data/chat).
 """
 import json
@@ -45,6 +46,14 @@ def run_all() -> list:
             errors.append(f"{req.stem}: output differs ({len(p.stdout)} vs {len(want)} bytes); " +
                           first_diff(p.stdout, want))
     print(f"render goldens: {len(requests) - len(errors)}/{len(requests)} byte-identical")
+    bad = json.loads((DATA / "bad.json").read_text())
+    for name, want_err in sorted(bad.items()):
+        p = subprocess.run([binary, "render", "--request", str(DATA / "bad" / (name + ".json"))], capture_output=True,
+                           timeout=60)
+        stderr = p.stderr.decode(errors="replace")
+        if p.returncode != 1 or p.stdout or want_err not in stderr:
+            errors.append(f"bad/{name}: want exit 1, no stdout and {want_err!r} on stderr; got exit {p.returncode}, "
+                          f"stdout {p.stdout[:80]!r}, stderr {stderr.strip()!r}")
     return errors
 
 

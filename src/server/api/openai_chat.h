@@ -16,7 +16,9 @@
 //   - Top-level tools: each tool's `function` object is kept as compact JSON text, key order kept.
 //     The renderer attaches them to the first system message (an empty system message is
 //     inserted first when there is none). tool_choice is validated and stored; it does not change
-//     the prompt (the official encoder has no tool_choice).
+//     the prompt (the official encoder has no tool_choice). Known limit: an integer outside the
+//     int64/uint64 range inside a tool schema or response_format is held as a double by
+//     nlohmann_json, so it prints as a float where Python would print every digit.
 //   - response_format {"type":"text"} means no constraint (empty response_format_json); json_object
 //     and json_schema keep the whole object as JSON text for the response-format block.
 //
