@@ -27,6 +27,7 @@ CpuOps::CpuOps(ThreadPool* pool, SimdLevel level) {
   ctx_.pool = pool;
   ctx_.max_level = level;
   dot_f32_ = select_vec_dot(*type_kernels(TensorType::kF32), level);
+  fma_axpy_ = select_fma_axpy(level);
 }
 
 Status CpuOps::matmul(const backend::Weight& w, const float* x, int64_t n_tokens, float* y) {
@@ -157,11 +158,8 @@ void CpuOps::hc_pre(const float* mix, const float* scale3, const float* base, in
     // Collapse: x = Σ_i pre_i · X[i] (i ascending, fma chain).
     const float* Xt = X + t * hc * D;
     float* xt = x + t * D;
-    for (int64_t c = 0; c < D; ++c) {
-      float acc = 0.0f;
-      for (int64_t i = 0; i < hc; ++i) acc = std::fma(pre[static_cast<size_t>(i)], Xt[i * D + c], acc);
-      xt[c] = acc;
-    }
+    std::fill(xt, xt + D, 0.0f);
+    for (int64_t i = 0; i < hc; ++i) fma_axpy_(xt, Xt + i * D, pre[static_cast<size_t>(i)], D);
   }
 }
 
@@ -173,11 +171,8 @@ void CpuOps::hc_post(const float* X, const float* y, const float* post, const fl
     for (int64_t j = 0; j < hc; ++j) {
       float* out = X_out + t * hc * D + j * D;
       const float pj = post[t * hc + j];
-      for (int64_t c = 0; c < D; ++c) {
-        float acc = pj * y[t * D + c];
-        for (int64_t i = 0; i < hc; ++i) acc = std::fma(C[i * hc + j], Xt[i * D + c], acc);
-        out[c] = acc;
-      }
+      for (int64_t c = 0; c < D; ++c) out[c] = pj * y[t * D + c];
+      for (int64_t i = 0; i < hc; ++i) fma_axpy_(out, Xt + i * D, C[i * hc + j], D);
     }
   }
 }
@@ -187,11 +182,9 @@ void CpuOps::hc_head(const float* mix, float scale, const float* base, int64_t n
   std::vector<float> pre(static_cast<size_t>(hc));
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t i = 0; i < hc; ++i) pre[static_cast<size_t>(i)] = det::sigmoid(mix[t * hc + i] * scale + base[i]) + eps;
-    for (int64_t c = 0; c < D; ++c) {
-      float acc = 0.0f;
-      for (int64_t i = 0; i < hc; ++i) acc = std::fma(pre[static_cast<size_t>(i)], X[t * hc * D + i * D + c], acc);
-      y[t * D + c] = acc;
-    }
+    float* yt = y + t * D;
+    std::fill(yt, yt + D, 0.0f);
+    for (int64_t i = 0; i < hc; ++i) fma_axpy_(yt, X + t * hc * D + i * D, pre[static_cast<size_t>(i)], D);
   }
 }
 
@@ -278,11 +271,9 @@ void CpuOps::attention(const float* q, int64_t n, int64_t H, int64_t d, const fl
       for (auto& v : p) v = det::exp(v - mx);
       const float den = det::exp(sinks[h] - mx) + sum32(p.data(), static_cast<int64_t>(p.size()));
       float* oh = o + (t * H + h) * d;
-      for (int64_t c = 0; c < d; ++c) {
-        float acc = 0.0f;
-        for (size_t j = 0; j < keys.size(); ++j) acc = std::fma(p[j], keys[j][c], acc);
-        oh[c] = acc / den;
-      }
+      std::fill(oh, oh + d, 0.0f);
+      for (size_t j = 0; j < keys.size(); ++j) fma_axpy_(oh, keys[j], p[j], d);
+      for (int64_t c = 0; c < d; ++c) oh[c] = oh[c] / den;
     }
   });
 }
@@ -328,7 +319,7 @@ void CpuOps::axpy(float* y, const float* x, int64_t n, float a) {
   if (a == 1.0f) {
     for (int64_t i = 0; i < n; ++i) y[i] = y[i] + x[i];
   } else {
-    for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+    fma_axpy_(y, x, a, n);
   }
 }
 

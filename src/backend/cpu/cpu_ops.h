@@ -6,6 +6,7 @@
 #pragma once
 
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/vec_ops.h"
 #include "backend/ops.h"
 
 namespace dsv4::cpu {
@@ -42,7 +43,8 @@ class CpuOps final : public backend::Ops {
 
  private:
   CpuContext ctx_;
-  VecDotFn dot_f32_;  // the F32 vec_dot: the 32-partial fma dot used by every reduction here
+  VecDotFn dot_f32_;   // the F32 vec_dot: the 32-partial fma dot used by every reduction here
+  FmaAxpyFn fma_axpy_;  // y = fma(a, x, y) elementwise (vec_ops.h)
 };
 
 }  // namespace dsv4::cpu
