@@ -17,5 +17,6 @@ static_assert(sizeof(BlockQ8_0) == 34);
 float vec_dot_q8_0_scalar(int64_t n, const void* w, const void* act);
 float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* act);
 float vec_dot_q8_0_avx512(int64_t n, const void* w, const void* act);
+void vec_dot_rows_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
 
 }  // namespace dsv4::cpu

@@ -119,4 +119,64 @@ float vec_dot_q8_0_avx512(int64_t n, const void* w, const void* act) {
   return reduce_partials(acc[0], acc[1]);
 }
 
+// nr (1..4) rows against one activation row: exactly vec_dot_q8_0_avx512's operations per row
+// (same integer dots, gathers, scaling and masked adds), with the activation loads, the 128·Σx
+// corrections and the d_x gather done once per chunk for all rows.
+void vec_dot_rows_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* ap = static_cast<const uint8_t*>(act);
+  const int64_t nb = n / 32;
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i idx_w = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kWBytes)));
+  const __m512i idx_a = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kABytes)));
+  const __m512i c80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[4][2];
+  for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t c = 0; c * 16 < nb; ++c) {
+    const int64_t b0 = c * 16;
+    const uint8_t* ac = ap + b0 * kABytes;
+    const int cnt = static_cast<int>(std::min<int64_t>(16, nb - b0));
+    __m512i xv[8], corr[8];
+    for (int i = 0; i < 8; ++i) {
+      const uint8_t* a0 = ac + (2 * i) * kABytes;
+      if (2 * i + 1 < cnt) {
+        xv[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0 + 4))),
+                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0 + kABytes + 4)), 1);
+      } else if (2 * i < cnt) {
+        xv[i] = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0 + 4)));
+      } else {
+        xv[i] = _mm512_setzero_si512();
+      }
+      corr[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80, xv[i]);
+    }
+    const __mmask16 m = static_cast<__mmask16>(cnt == 16 ? 0xffff : (1u << cnt) - 1);
+    const __m512 dx = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx_a, ac, 1);
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* wc = wp + r * w_stride + b0 * kWBytes;
+      __m512i v[8];
+      for (int i = 0; i < 8; ++i) {
+        const uint8_t* w0 = wc + (2 * i) * kWBytes;
+        __m512i wv;
+        if (2 * i + 1 < cnt) {
+          wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + 2))),
+                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + kWBytes + 2)), 1);
+        } else if (2 * i < cnt) {
+          wv = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + 2)));
+        } else {
+          v[i] = _mm512_setzero_si512();
+          continue;
+        }
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(wv, c80), xv[i]);
+        v[i] = _mm512_sub_epi32(dot, corr[i]);
+      }
+      const __m512i isum = reduce8x8(v);
+      const __m512i dwi = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx_w, wc, 1);
+      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dwi));
+      const __m512 val = _mm512_mul_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(isum));
+      acc[r][c & 1] = _mm512_mask_add_ps(acc[r][c & 1], m, acc[r][c & 1], val);
+    }
+  }
+  for (int r = 0; r < nr; ++r) out[r] = reduce_partials(acc[r][0], acc[r][1]);
+}
+
 }  // namespace dsv4::cpu

@@ -2,6 +2,7 @@
 // vec_dot bit for bit, for any column count, thread count and SIMD level.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -70,6 +71,47 @@ TEST(Matmul, ClearErrors) {
   if (type_kernels(TensorType::kQ8_0) != nullptr) {
     s = matmul(ctx, TensorType::kQ8_0, w, 1, 33, x, 1, y);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::cpu
+
+namespace dsv4::cpu {
+namespace {
+
+// Every registered multi-row kernel against the scalar single-row reference, bit for bit, over
+// block counts that leave partial 16-block chunks, and 1-4 rows at a padded stride.
+TEST(Matmul, EveryVecDotRowsEqualsScalarVecDot) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (const TypeKernels* k : all_type_kernels()) {
+    const int64_t blk = tensor_type_info(k->type).block_elems;
+    const int64_t unit = std::max<int64_t>(blk, k->act == ActFormat::kQ8_K ? 256 : k->act == ActFormat::kQ8_0 ? 32 : 1);
+    for (int level = 0; level <= static_cast<int>(detected_simd_level()); ++level) {
+      VecDotRowsFn rows_fn = k->vec_dot_rows[level];
+      if (rows_fn == nullptr) continue;
+      for (int64_t units : {1, 2, 5, 16, 17, 33, 48}) {
+        const int64_t n = units * unit;
+        const int64_t row_bytes = tensor_row_bytes(k->type, n), stride = row_bytes + 64;
+        std::vector<uint8_t> w(static_cast<size_t>(stride * 4));
+        std::vector<float> v(static_cast<size_t>(n));
+        for (int r = 0; r < 4; ++r) {
+          for (auto& e : v) e = g(rng);
+          k->quantize_row(v.data(), w.data() + r * stride, n, nullptr);
+        }
+        for (auto& e : v) e = g(rng);
+        std::vector<uint8_t> act(static_cast<size_t>(act_row_bytes(k->act, n)));
+        quantize_act_row(k->act, v.data(), act.data(), n);
+        for (int nr = 1; nr <= 4; ++nr) {
+          float out[4] = {};
+          rows_fn(n, w.data(), stride, act.data(), nr, out);
+          for (int r = 0; r < nr; ++r)
+            ASSERT_EQ(bits(out[r]), bits(k->vec_dot[0](n, w.data() + r * stride, act.data())))
+                << tensor_type_name(k->type) << " level " << level << " n " << n << " nr " << nr << " row " << r;
+        }
+      }
+    }
   }
 }
 
