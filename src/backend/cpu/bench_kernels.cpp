@@ -86,35 +86,36 @@ void fill_random_matrix(const TypeKernels& k, int64_t rows, int64_t n, uint8_t* 
 
 }  // namespace
 
+double measure_read_bandwidth(CpuContext& ctx, int64_t bytes, int reps) {
+  AlignedBuffer buf(bytes);
+  ctx.pool->parallel_for(buf.n / 4096, [&](int64_t b, int64_t e, int) {
+    std::memset(buf.p + b * 4096, 1, static_cast<size_t>((e - b) * 4096));  // first touch by the reader
+  });
+  std::vector<uint64_t> sink(static_cast<size_t>(ctx.pool->size()));
+  // The limit is the best any load width achieves: SSE2, AVX2 and (where present) AVX-512 loads.
+  double best = 1e30;
+  for (int width = 0; width <= static_cast<int>(ctx.max_level); ++width) {
+    for (int rep = 0; rep < reps; ++rep) {
+      const auto t0 = Clock::now();
+      ctx.pool->parallel_for(buf.n / 4096, [&](int64_t b, int64_t e, int t) {
+        const uint8_t* p = buf.p + b * 4096;
+        const int64_t len = (e - b) * 4096;
+        sink[static_cast<size_t>(t)] += width == 2 ? read_stream_avx512(p, len)
+                                        : width == 1 ? read_stream_avx2(p, len)
+                                                     : read_sum(p, len);
+      });
+      best = std::min(best, seconds_since(t0));
+    }
+  }
+  return static_cast<double>(buf.n) / best / 1e9;
+}
+
 MachineLimits measure_machine(CpuContext& ctx, const BenchOptions& opt) {
   MachineLimits m;
   m.threads = ctx.pool->size();
   m.level = ctx.max_level;
   m.llc_bytes = read_llc_bytes();
-  {
-    AlignedBuffer buf(opt.bandwidth_bytes);
-    ctx.pool->parallel_for(buf.n / 4096, [&](int64_t b, int64_t e, int) {
-      std::memset(buf.p + b * 4096, 1, static_cast<size_t>((e - b) * 4096));  // first touch by the reader
-    });
-    std::vector<uint64_t> sink(static_cast<size_t>(m.threads));
-    // The limit is the best any load width achieves: SSE2, AVX2 and (where present) AVX-512
-    // loads, 6 passes each; the kernels are then judged against the highest figure.
-    double best = 1e30;
-    for (int width = 0; width <= static_cast<int>(m.level); ++width) {
-      for (int rep = 0; rep < 6; ++rep) {
-        const auto t0 = Clock::now();
-        ctx.pool->parallel_for(buf.n / 4096, [&](int64_t b, int64_t e, int t) {
-          const uint8_t* p = buf.p + b * 4096;
-          const int64_t len = (e - b) * 4096;
-          sink[static_cast<size_t>(t)] += width == 2 ? read_stream_avx512(p, len)
-                                          : width == 1 ? read_stream_avx2(p, len)
-                                                       : read_sum(p, len);
-        });
-        best = std::min(best, seconds_since(t0));
-      }
-    }
-    m.read_gbps = static_cast<double>(buf.n) / best / 1e9;
-  }
+  m.read_gbps = measure_read_bandwidth(ctx, opt.bandwidth_bytes, 6);
   {
     const int64_t iters = 20'000'000;
     std::vector<double> flops(static_cast<size_t>(m.threads));
@@ -167,8 +168,9 @@ std::vector<MatvecResult> bench_matvec(CpuContext& ctx, const BenchOptions& opt)
         ++calls;
         elapsed = seconds_since(t0);
       }
-      out.push_back({k->type, effective_simd_level(*k, ctx.max_level), rows, n,
-                     static_cast<double>(bytes) * static_cast<double>(calls) / elapsed / 1e9});
+      const double gbps = static_cast<double>(bytes) * static_cast<double>(calls) / elapsed / 1e9;
+      out.push_back({k->type, effective_simd_level(*k, ctx.max_level), rows, n, gbps,
+                     measure_read_bandwidth(ctx, std::min<int64_t>(opt.bandwidth_bytes, int64_t{256} << 20), 2)});
     }
   }
   return out;

@@ -35,7 +35,9 @@ struct MatvecResult {
   TensorType type;
   SimdLevel level;
   int64_t rows, n;
-  double gbps;  // weight bytes streamed per second
+  double gbps;          // weight bytes streamed per second
+  double read_gbps;     // streaming-read bandwidth measured just before this case (the VM's
+                        // bandwidth drifts over minutes, so each ratio uses its own neighbour)
 };
 
 struct MatmulResult {
@@ -46,6 +48,8 @@ struct MatmulResult {
 };
 
 MachineLimits measure_machine(CpuContext& ctx, const BenchOptions& opt);
+// Best streaming-read GB/s over `reps` passes of `bytes` (all threads, widest loads available).
+double measure_read_bandwidth(CpuContext& ctx, int64_t bytes, int reps);
 std::vector<MatvecResult> bench_matvec(CpuContext& ctx, const BenchOptions& opt);
 std::vector<MatmulResult> bench_matmul(CpuContext& ctx, const BenchOptions& opt);
 

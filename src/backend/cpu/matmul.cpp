@@ -47,7 +47,7 @@ Status matmul_quantized(CpuContext& ctx, const TypeKernels& k, const void* w, in
                         const uint8_t* act, int64_t cols, float* y) {
   DSV4_RETURN_IF_ERROR(check_shape(&k, k.type, rows, n, cols));
   const VecDotFn dot = select_vec_dot(k, ctx.max_level);
-  const VecDotRowsFn dot_rows = select_vec_dot_rows(k, ctx.max_level);
+  const VecDotRowsFn dot_rows = cols > 1 || k.rows_for_matvec ? select_vec_dot_rows(k, ctx.max_level) : nullptr;
   const int64_t w_row_bytes = tensor_row_bytes(k.type, n);
   const int64_t a_row_bytes = act_row_bytes(k.act, n);
   const uint8_t* wb = static_cast<const uint8_t*>(w);

@@ -71,6 +71,10 @@ struct TypeKernels {
   VecDotFn vec_dot[3] = {nullptr, nullptr, nullptr};
   // Optional multi-row form, per SimdLevel; null = matmul calls vec_dot row by row.
   VecDotRowsFn vec_dot_rows[3] = {nullptr, nullptr, nullptr};
+  // Whether matrix×vector (one column) should use vec_dot_rows too. Some multi-row kernels only
+  // pay off when activations are reused across columns and stream DRAM slower than the
+  // single-row kernel (measured: Q8_0 AVX-512 86% → 43% of bandwidth). Never changes bits.
+  bool rows_for_matvec = true;
 };
 
 // nullptr for types without kernels (sizes-only types such as Q4_0, and I32 which has no dot).
