@@ -80,3 +80,32 @@ TEST(Synth, FailedWriteLeavesNoFile) {
 
 }  // namespace
 }  // namespace dsv4::tools
+
+namespace dsv4::tools {
+namespace {
+
+// The committed table of the published Flash q2 layout (tests/data/manifests/flash_q2.json):
+// every tensor's name, type and ne, in order, must equal the plan.
+TEST(Synth, FlashQ2PlanEqualsCommittedManifest) {
+  std::ifstream f(std::string(DSV4_TEST_DATA_DIR) + "/manifests/flash_q2.json");
+  ASSERT_TRUE(f.good());
+  const std::string text((std::istreambuf_iterator<char>(f)), {});
+  const SynthPlan p = plan_synth(*synth_preset("flash"), model::QuantMix::kQ2);
+  std::string expect;
+  for (const SynthTensor& t : p.tensors) {
+    std::string ne;
+    for (int d = 0; d < t.n_dims; ++d) {
+      if (d) ne += ',';
+      ne += std::to_string(t.ne[d]);
+    }
+    expect += "[\"" + t.name + "\",\"" + std::string(tensor_type_name(t.type)) + "\",[" + ne + "]]";
+    ASSERT_NE(text.find(expect), std::string::npos) << "manifest differs at or before " << t.name;
+    expect += ",\n";
+  }
+  EXPECT_NE(text.find("\"tensor_count\":1328"), std::string::npos);
+  EXPECT_NE(text.find("\"parameters\":284334567511"), std::string::npos);
+  EXPECT_NE(text.find("\"bytes\":86714775900"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dsv4::tools
