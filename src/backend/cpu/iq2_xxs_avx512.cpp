@@ -35,6 +35,7 @@
 #include "backend/cpu/iq2_xxs.h"
 #include "backend/cpu/iq2_xxs_tables.h"
 #include "backend/cpu/quant.h"
+#include "backend/cpu/simd_reduce.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -124,12 +125,7 @@ float vec_dot_old(int64_t n, const void* w, const void* act) {
     const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw, dx), isum), _mm512_set1_ps(0.125f));
     acc[t & 1] = _mm512_mask_add_ps(acc[t & 1], valid, acc[t & 1], v);
   }
-  const __m512 s16 = _mm512_add_ps(acc[0], acc[1]);
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16), _mm512_extractf32x8_ps(s16, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
+  return reduce_partials32_avx512(acc[0], acc[1]);
 }
 
 bool has_vbmi_bitalg_gfni() {
@@ -304,12 +300,7 @@ inline __m512i chunk_isums_vbmi(const Consts& c, const BlockIq2Xxs* w, const Act
 }
 
 inline float reduce_acc(__m512 a0, __m512 a1) {
-  const __m512 s16 = _mm512_add_ps(a0, a1);
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16), _mm512_extractf32x8_ps(s16, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
+  return reduce_partials32_avx512(a0, a1);
 }
 
 __attribute__((noinline)) void dot_rows_vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr,

@@ -15,6 +15,7 @@
 
 #include "backend/cpu/k_quants.h"
 #include "backend/cpu/quant.h"
+#include "backend/cpu/simd_reduce.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -22,11 +23,7 @@ namespace {
 constexpr int64_t kABytes = 292;
 
 inline float reduce_partials(const __m256 acc[4]) {
-  const __m256 s8 = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
+  return reduce_partials32_avx2(acc[0], acc[1], acc[2], acc[3]);
 }
 
 inline __m128i fold(__m256i v) { return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)); }

@@ -21,6 +21,7 @@
 
 #include "backend/cpu/k_quants.h"
 #include "backend/cpu/quant.h"
+#include "backend/cpu/simd_reduce.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -58,12 +59,7 @@ inline void reduce8(const __m512i v[8], __m512i* isc, __m512i* ism) {
 }
 
 inline float reduce_partials(__m512 acc0, __m512 acc1) {
-  const __m512 s16 = _mm512_add_ps(acc0, acc1);
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16), _mm512_extractf32x8_ps(s16, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
+  return reduce_partials32_avx512(acc0, acc1);
 }
 
 // [fold(isum_sc lanes) | isum_m lanes], each 8 int32 lanes.

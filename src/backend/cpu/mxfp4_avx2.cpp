@@ -13,6 +13,7 @@
 
 #include "backend/cpu/mxfp4.h"
 #include "backend/cpu/quant.h"
+#include "backend/cpu/simd_reduce.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -75,13 +76,7 @@ float mxfp4_vec_dot_avx2(int64_t n, const void* w, const void* act) {
       acc[t & 3] = _mm256_blendv_ps(acc[t & 3], sum, valid);
     }
   }
-  const __m256 s16a = _mm256_add_ps(acc[0], acc[2]);  // partials 0-7
-  const __m256 s16b = _mm256_add_ps(acc[1], acc[3]);  // partials 8-15
-  const __m256 s8 = _mm256_add_ps(s16a, s16b);
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
+  return reduce_partials32_avx2(acc[0], acc[1], acc[2], acc[3]);
 }
 
 }  // namespace dsv4::cpu

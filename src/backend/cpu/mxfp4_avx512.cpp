@@ -13,6 +13,7 @@
 #include "backend/cpu/mxfp4.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/rocmfpx_fp4x17_avx512.h"
+#include "backend/cpu/simd_reduce.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -147,12 +148,7 @@ float vec_dot_old(int64_t n, const void* w, const void* act) {
     const __m512 v = _mm512_mul_ps(chunk_scales(wb + b, xb + b, valid), isum);
     acc[t & 1] = _mm512_mask_add_ps(acc[t & 1], valid, acc[t & 1], v);
   }
-  const __m512 s16 = _mm512_add_ps(acc[0], acc[1]);
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16), _mm512_extractf32x8_ps(s16, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
+  return reduce_partials32_avx512(acc[0], acc[1]);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "backend/cpu/q8_0.h"
+#include "backend/cpu/simd_reduce.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -42,11 +43,7 @@ inline __m256i reduce8x8(const __m256i b[8]) {
 }
 
 inline float reduce_partials(const __m256 acc[4]) {
-  const __m256 s8 = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
+  return reduce_partials32_avx2(acc[0], acc[1], acc[2], acc[3]);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "backend/cpu/q8_0.h"
+#include "backend/cpu/simd_reduce.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -69,12 +70,7 @@ inline __m512i reduce8x8(const __m512i v[8]) {
 
 // The Partials32 tree on two 16-lane accumulators (partials 0-15, 16-31).
 inline float reduce_partials(__m512 acc0, __m512 acc1) {
-  const __m512 s16 = _mm512_add_ps(acc0, acc1);
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s16), _mm512_extractf32x8_ps(s16, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
+  return reduce_partials32_avx512(acc0, acc1);
 }
 
 }  // namespace

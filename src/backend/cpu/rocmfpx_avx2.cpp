@@ -24,6 +24,7 @@
 
 #include "backend/cpu/quant.h"
 #include "backend/cpu/rocmfpx.h"
+#include "backend/cpu/simd_reduce.h"
 
 namespace dsv4::cpu::rocmfpx {
 namespace {
@@ -215,11 +216,7 @@ float vec_dot(int64_t n, const void* wv, const void* act) {
     std::memcpy(static_cast<void*>(abuf), a + full * kChunk, static_cast<size_t>(rest) * sizeof(BlockQ8_0Act));
     acc[full & 3] = chunk<T>(wbuf, abuf, acc[full & 3]);
   }
-  const __m256 s8 = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
+  return reduce_partials32_avx2(acc[0], acc[1], acc[2], acc[3]);
 }
 
 }  // namespace
