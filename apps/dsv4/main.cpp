@@ -8,6 +8,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"dsv4 — DeepSeek V4 Flash inference engine and server"};
   app.require_subcommand(1);
+  app.fallthrough();  // global flags (--threads, --simd, ...) may also follow the subcommand
   app.set_version_flag("--version", "dsv4 0.1.0");
   // Process-wide flags from the registry (base/flags.cpp); each also reads its env alias.
   for (const auto& spec : dsv4::flag_specs()) {
