@@ -726,6 +726,17 @@ Result<RenderedPrompt> render_chat(const ChatRequest& req) {
   return out;
 }
 
+bool apply_default_system_prompt(ChatRequest& request, std::string_view text) {
+  if (text.empty()) return false;
+  for (const ChatMessage& m : request.messages)
+    if (m.role == ChatRole::kSystem) return false;
+  ChatMessage sys;
+  sys.role = ChatRole::kSystem;
+  sys.content = std::string(text);
+  request.messages.insert(request.messages.begin(), std::move(sys));
+  return true;
+}
+
 Result<std::string> render_prompt(const ChatRequest& request) {
   DSV4_ASSIGN_OR_RETURN(RenderedPrompt p, render_chat(request));
   return std::move(p.text);

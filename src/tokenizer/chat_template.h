@@ -91,6 +91,11 @@ ThinkingMode effective_thinking_mode(ThinkingMode requested, int64_t context_siz
 Result<RenderedPrompt> render_chat(const ChatRequest& request);
 Result<std::string> render_prompt(const ChatRequest& request);
 
+// Optional server default system prompt (off unless the caller asks): when `text` is non-empty and
+// the request has no system message, inserts {system, text} at position 0. A request that already
+// has a system message anywhere is left untouched. Returns whether a message was inserted.
+bool apply_default_system_prompt(ChatRequest& request, std::string_view text);
+
 // Parses JSON text (Python json.loads grammar, incl. NaN/Infinity) and prints it like Python's
 // json.dumps(value, ensure_ascii=False): ", " and ": " separators, key order kept (a duplicate
 // key keeps its first position and last value), floats as Python repr. Errors name the offset.
