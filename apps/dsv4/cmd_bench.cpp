@@ -9,6 +9,13 @@
 #include <vector>
 
 #include "backend/cpu/bench_kernels.h"
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+
+#include "tokenizer/bench.h"
+#include "tokenizer/tokenizer.h"
 #include "dsv4/bench_model.h"
 #include "dsv4/commands.h"
 #include "dsv4/common.h"
@@ -95,6 +102,137 @@ int run_bench_kernels(const BenchArgs& a) {
   return 0;
 }
 
+// `dsv4 bench tokenizer`: one-thread encode MB/s on prose and code (generated, deterministic, or
+// --file), and the time to encode a prompt of about one million tokens.
+struct BenchTokArgs {
+  std::string model;
+  std::string file;
+  double seconds = 1.0;
+};
+
+struct SampleRng {
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  uint64_t next() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  }
+  size_t pick(size_t n) { return static_cast<size_t>(next() % n); }
+};
+
+std::string generated_prose(size_t bytes) {
+  static const char* kWords[] = {
+      "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not",
+      "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "had", "they", "you", "were",
+      "their", "one", "all", "we", "can", "her", "has", "there", "been", "if", "more", "when", "will", "would",
+      "who", "so", "no", "model", "attention", "weather", "river", "mountain", "history", "government", "children",
+      "important", "because", "through", "between", "thousand", "experience", "understanding", "development",
+      "particularly", "nevertheless", "approximately", "Wednesday", "London", "September", "Einstein", "quickly",
+      "beautiful", "electricity", "philosophy", "investment", "university", "restaurant", "unbelievable"};
+  constexpr size_t kN = sizeof(kWords) / sizeof(kWords[0]);
+  SampleRng r;
+  std::string out;
+  out.reserve(bytes + 64);
+  bool cap = true;
+  while (out.size() < bytes) {
+    std::string w = kWords[r.pick(kN)];
+    if (cap && w[0] >= 'a' && w[0] <= 'z') w[0] = static_cast<char>(w[0] - 'a' + 'A');
+    out += w;
+    cap = false;
+    size_t p = r.pick(40);
+    if (p == 0) {
+      out += ".\n\n";
+      cap = true;
+    } else if (p < 4) {
+      out += ". ";
+      cap = true;
+    } else if (p < 7) {
+      out += ", ";
+    } else if (p == 7) {
+      out += " " + std::to_string(r.pick(100000)) + " ";
+    } else {
+      out += " ";
+    }
+  }
+  return out;
+}
+
+std::string generated_code(size_t bytes) {
+  static const char* kIds[] = {"count", "buffer", "index", "result", "value", "node", "tensor", "offset", "size",
+                               "data", "key", "total", "i", "j", "ptr", "list", "config", "status", "row", "col"};
+  static const char* kTypes[] = {"int", "size_t", "float", "auto", "const char*", "std::string", "double"};
+  constexpr size_t kNi = sizeof(kIds) / sizeof(kIds[0]);
+  constexpr size_t kNt = sizeof(kTypes) / sizeof(kTypes[0]);
+  SampleRng r;
+  std::string out;
+  out.reserve(bytes + 256);
+  int fn = 0;
+  while (out.size() < bytes) {
+    out += "// Computes the " + std::string(kIds[r.pick(kNi)]) + " of each " + kIds[r.pick(kNi)] + ".\n";
+    out += std::string(kTypes[r.pick(kNt)]) + " compute_" + kIds[r.pick(kNi)] + "_" + std::to_string(fn++) + "(" +
+           kTypes[r.pick(kNt)] + " " + kIds[r.pick(kNi)] + ", int " + kIds[r.pick(kNi)] + ") {\n";
+    int lines = 3 + static_cast<int>(r.pick(8));
+    for (int l = 0; l < lines; ++l) {
+      std::string a = kIds[r.pick(kNi)], b = kIds[r.pick(kNi)];
+      switch (r.pick(4)) {
+        case 0: out += "  " + a + " += " + b + " * " + std::to_string(r.pick(1000)) + ";\n"; break;
+        case 1: out += "  for (int " + a + " = 0; " + a + " < " + b + ".size(); ++" + a + ") {\n    " + b + "[" + a +
+                       "] = 0x" + std::to_string(r.pick(65536)) + ";\n  }\n"; break;
+        case 2: out += "  if (" + a + " == nullptr) return -EINVAL;  // " + b + " missing\n"; break;
+        default: out += "  " + a + " = std::max(" + b + ", " + a + "->" + b + "());\n"; break;
+      }
+    }
+    out += "  return " + std::string(kIds[r.pick(kNi)]) + ";\n}\n\n";
+  }
+  return out;
+}
+
+int run_bench_tokenizer(const BenchTokArgs& a) {
+  auto tok = tokenizer::Tokenizer::open(a.model);
+  if (!tok.ok()) {
+    std::fprintf(stderr, "dsv4 bench tokenizer: %s\n", tok.status().to_string().c_str());
+    return 1;
+  }
+  struct Sample {
+    std::string name, text;
+  };
+  std::vector<Sample> samples;
+  if (!a.file.empty()) {
+    std::ifstream in(a.file, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "dsv4 bench tokenizer: %s: cannot open\n", a.file.c_str());
+      return 1;
+    }
+    samples.push_back({a.file, std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())});
+  } else {
+    samples.push_back({"prose (generated)", generated_prose(1 << 20)});
+    samples.push_back({"code (generated)", generated_code(1 << 20)});
+  }
+  std::printf("tokenizer encode, 1 thread\n");
+  std::printf("  %-24s %10s %10s %10s %12s\n", "sample", "MiB", "tokens", "MB/s", "tokens/s");
+  double bytes_per_token = 4.0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const auto r = tokenizer::bench_encode(tok.value(), samples[i].text, 3, a.seconds);
+    const uint64_t tokens = r.iterations > 0 ? r.tokens / static_cast<uint64_t>(r.iterations) : 0;
+    std::printf("  %-24s %10.2f %10llu %10.2f %12.0f\n", samples[i].name.c_str(),
+                static_cast<double>(samples[i].text.size()) / (1 << 20), static_cast<unsigned long long>(tokens),
+                r.mb_per_s, r.tokens_per_s);
+    if (i == 0 && tokens > 0) bytes_per_token = static_cast<double>(samples[i].text.size()) / static_cast<double>(tokens);
+  }
+  // ~1M-token prompt: the first sample repeated-with-variation up to the estimated byte size.
+  const size_t want = static_cast<size_t>(bytes_per_token * 1.0e6);
+  std::string big = a.file.empty() ? generated_prose(want) : std::string();
+  while (big.size() < want) big += samples[0].text;
+  big.resize(want);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<int32_t> ids = tok->encode(big, true);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("  1M-token prompt: %zu tokens, %.2f MiB, %.3f s (%.2f MB/s)\n", ids.size(),
+              static_cast<double>(big.size()) / (1 << 20), secs, static_cast<double>(big.size()) / secs / 1e6);
+  return 0;
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
@@ -126,6 +264,13 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   kernels->add_flag("--json", args->json, "print one JSON document");
   kernels->add_flag("--quick", args->quick, "tiny sizes (smoke test; numbers meaningless)");
   kernels->callback([args, &exit_code] { exit_code = run_bench_kernels(*args); });
+  auto targs = std::make_shared<BenchTokArgs>();
+  auto* tokcmd = bench->add_subcommand(
+      "tokenizer", "Tokenizer encode MB/s on prose and code (one thread) and the time to encode a ~1M-token prompt");
+  tokcmd->add_option("-m,--model", targs->model, "model or vocab-only .gguf")->required();
+  tokcmd->add_option("--file", targs->file, "benchmark this file instead of the generated samples");
+  tokcmd->add_option("--seconds", targs->seconds, "minimum timed seconds per sample")->check(CLI::Range(0.01, 600.0));
+  tokcmd->callback([targs, &exit_code] { exit_code = run_bench_tokenizer(*targs); });
 }
 
 }  // namespace dsv4::app

@@ -1,9 +1,10 @@
 // apps/dsv4/cmd_render.cpp — `dsv4 render`: the exact prompt the server builds for a request.
 //
-//   dsv4 render --request REQUEST.json [--ctx N] [--show-mode]
+//   dsv4 render --request REQUEST.json [--ctx N] [--show-mode] [--default-system-prompt TEXT]
 //     REQUEST.json is an OpenAI chat-completions body. Prints the rendered prompt text exactly (no
 //     newline added). --ctx is the context size (default 1,048,576): thinking `max` renders as
 //     `high` below 393,216. --show-mode prints the thinking mode used on stderr.
+//     --default-system-prompt inserts TEXT as a system message when the request has none.
 // Errors go to stderr, exit code 1. The api → tokenizer conversion below is what the server uses.
 #include <cstdio>
 #include <fstream>
@@ -22,6 +23,7 @@ struct RenderOptions {
   std::string request;
   int64_t ctx = tokenizer::kDefaultContextSize;
   bool show_mode = false;
+  std::string default_system_prompt;
 };
 
 Result<tokenizer::ChatRequest> to_chat_request(const server::api::ChatCompletionRequest& api, int64_t ctx) {
@@ -68,6 +70,7 @@ int run_render(const RenderOptions& o) {
     std::fprintf(stderr, "error: %s: %s\n", o.request.c_str(), req.status().message().c_str());
     return 1;
   }
+  tokenizer::apply_default_system_prompt(req.value(), o.default_system_prompt);
   auto prompt = tokenizer::render_chat(req.value());
   if (!prompt.ok()) {
     std::fprintf(stderr, "error: %s: %s\n", o.request.c_str(), prompt.status().message().c_str());
@@ -88,6 +91,8 @@ void add_render_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--ctx", opts->ctx, "Context size in tokens (max thinking needs >= 393216)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--show-mode", opts->show_mode, "Print the thinking mode used on stderr");
+  cmd->add_option("--default-system-prompt", opts->default_system_prompt,
+                  "System message to insert when the request has none (off by default)");
   cmd->callback([opts, &exit_code] { exit_code = run_render(*opts); });
 }
 
