@@ -128,6 +128,7 @@ struct Reader {
   std::span<const uint8_t> b;
   size_t off = 0;
   bool get(void* p, size_t n) {
+    if (n == 0) return true;  // (p may be null for an empty vector)
     if (b.size() - off < n) return false;
     std::memcpy(p, b.data() + off, n);
     off += n;
