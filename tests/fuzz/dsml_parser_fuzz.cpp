@@ -58,7 +58,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto& a = whole.out.tool_calls[i];
     const auto& b = chunked.out.tool_calls[i];
     if (a.name != b.name || a.arguments_json != b.arguments_json) __builtin_trap();
-    if (a.arguments_json.empty() || a.arguments_json.front() != '{') __builtin_trap();
+    if (a.arguments_json.empty() || a.arguments_json.front() != '{' ||
+        !dsv4::tokenizer::is_valid_json(a.arguments_json))
+      __builtin_trap();
   }
   return 0;
 }
