@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace dsv4 {
 
@@ -64,6 +66,15 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
   }
   ::close(fd);
   return f;
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(path + ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return io_error(path + ": read error");
+  return ss.str();
 }
 
 }  // namespace dsv4

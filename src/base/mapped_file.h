@@ -31,4 +31,7 @@ class MappedFile {
   std::string path_;
 };
 
+// The whole file as a string (small text files: config.json, tokenizer.json, index files).
+Result<std::string> read_text_file(const std::string& path);
+
 }  // namespace dsv4

@@ -1,5 +1,6 @@
 // tools/safetensors.cpp — header parsing and validation, shard index, page release.
 #include "tools/safetensors.h"
+#include "base/mapped_file.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -29,15 +30,6 @@ constexpr DtypeInfo kDtypes[] = {
     {StDtype::kF8_E4M3, "F8_E4M3", 1}, {StDtype::kF8_E8M0, "F8_E8M0", 1}, {StDtype::kI8, "I8", 1},
     {StDtype::kU8, "U8", 1},           {StDtype::kI32, "I32", 4}, {StDtype::kI64, "I64", 8},
 };
-
-Result<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return io_error(path + ": read error");
-  return ss.str();
-}
 
 // Reads a JSON non-negative integer (signed or unsigned storage).
 std::optional<uint64_t> json_uint(const Json& j) {

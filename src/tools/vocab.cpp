@@ -1,5 +1,6 @@
 // tools/vocab.cpp — tokenizer.json parsing and the tokenizer.ggml.* writer.
 #include "tools/vocab.h"
+#include "base/mapped_file.h"
 
 #include <algorithm>
 #include <fstream>
@@ -11,15 +12,6 @@ namespace dsv4::tools {
 namespace {
 
 using Json = nlohmann::json;
-
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return io_error(path + ": read error");
-  return ss.str();
-}
 
 std::optional<int64_t> json_int(const Json& j) {
   if (j.is_number_integer()) return j.get<int64_t>();
@@ -150,10 +142,10 @@ Result<Vocab> parse_vocab(std::string_view text, const std::string& name, std::s
 
 Result<Vocab> load_vocab(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path,
                          int64_t n_vocab) {
-  DSV4_ASSIGN_OR_RETURN(std::string text, read_file(tokenizer_json_path));
+  DSV4_ASSIGN_OR_RETURN(std::string text, read_text_file(tokenizer_json_path));
   std::string cfg;
   if (!tokenizer_config_path.empty()) {
-    auto c = read_file(tokenizer_config_path);
+    auto c = read_text_file(tokenizer_config_path);
     if (c.ok()) {
       cfg = std::move(c).value();
     } else if (c.status().code() != StatusCode::kNotFound) {
