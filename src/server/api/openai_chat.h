@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "server/api/generation_params.h"
 
 namespace dsv4::server::api {
 
@@ -75,6 +76,8 @@ struct ChatCompletionRequest {
   std::string response_format_json;  // empty = none
   bool stream = false;
   std::optional<int64_t> max_tokens;  // max_completion_tokens or max_tokens
+  GenerationParams params;            // sampling, stop, logprobs, stream (params.stream == stream),
+                                      // params.max_tokens == max_tokens
 };
 
 Result<ChatCompletionRequest> parse_chat_completion_request(std::string_view json_text);
