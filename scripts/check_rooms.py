@@ -21,7 +21,7 @@ ALLOWED = {
     "tokenizer": {"base", "gguf"},
     "sampling": {"base"},
     "tools": {"base", "gguf", "model", "backend", "backend/cpu", "tokenizer"},  # convert, synth
-    "engine": {"base", "gguf", "backend", "backend/cpu", "backend/cuda", "model", "kv", "tokenizer", "sampling"},
+    "engine": {"dsv4", "base", "gguf", "backend", "backend/cpu", "backend/cuda", "model", "kv", "tokenizer", "sampling"},
     "server/http": {"base"},
     "server/api": {"base"},
     "server/serve": {"dsv4", "server/api", "server/http", "base"},

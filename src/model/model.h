@@ -60,6 +60,17 @@ struct LayerState {
   CompressorState comp, idx;
 };
 
+// A cheap rewind point on a session's timeline. Compressed rows (entries) are append-only, so a
+// checkpoint keeps only what later tokens overwrite or consume — the raw window, the compressors'
+// pending rows — plus the entry counts; rewinding truncates the entries back to those counts.
+// Size: n_layer · (W−1) · head_dim floats plus the pending rows (≈ 20 MB for the real Flash),
+// independent of the context length (a full snapshot() grows with it).
+struct SessionCheckpoint {
+  int64_t pos = 0;
+  std::vector<LayerState> layers;  // entries vectors left empty; n_entries holds the counts
+  int64_t bytes() const;
+};
+
 // Wall time per phase, accumulated over forward() calls while timing is on (--timing).
 struct PhaseTimes {
   double hc = 0, attention = 0, compressor = 0, moe = 0, head = 0, embed = 0;  // seconds
@@ -78,6 +89,13 @@ class Session {
 
   // Appends tokens to the timeline. logits: null, or [n][vocab] (all_logits) / [vocab] (last only).
   Status forward(std::span<const int32_t> tokens, float* logits, bool all_logits);
+
+  // Rewind points (see SessionCheckpoint). rewind() requires a checkpoint taken on this
+  // timeline at or before the current position, with no rewind past it in between (the caller
+  // tracks that — the engine's prefix cache keeps only checkpoints that are prefixes of the live
+  // tokens); counts that do not fit are an error. Bits after a rewind equal a fresh run.
+  SessionCheckpoint checkpoint() const;
+  Status rewind(const SessionCheckpoint& c);
 
   // Complete state (position and every layer buffer) with a versioned header.
   std::vector<uint8_t> snapshot() const;

@@ -108,6 +108,62 @@ int64_t Session::reserved_bytes() const {
   return b;
 }
 
+int64_t SessionCheckpoint::bytes() const {
+  int64_t b = 0;
+  for (const LayerState& ls : layers)
+    b += static_cast<int64_t>((ls.raw.size() + ls.comp.a.size() + ls.comp.z.size() + ls.idx.a.size() + ls.idx.z.size()) *
+                              sizeof(float));
+  return b + static_cast<int64_t>(sizeof(SessionCheckpoint) + layers.size() * sizeof(LayerState));
+}
+
+SessionCheckpoint Session::checkpoint() const {
+  const int64_t head_dim = model_.shape().head_dim;
+  SessionCheckpoint c;
+  c.pos = pos_;
+  c.layers.resize(layers_.size());
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    const LayerState& src = layers_[il];
+    LayerState& dst = c.layers[il];
+    dst.raw_rows = src.raw_rows;
+    dst.raw.assign(src.raw.begin(), src.raw.begin() + src.raw_rows * head_dim);
+    for (auto [from, to] : {std::pair{&src.comp, &dst.comp}, std::pair{&src.idx, &dst.idx}}) {
+      to->a = from->a;
+      to->z = from->z;
+      to->first_pos = from->first_pos;
+      to->n_rows = from->n_rows;
+      to->n_entries = from->n_entries;
+    }
+  }
+  return c;
+}
+
+Status Session::rewind(const SessionCheckpoint& c) {
+  if (c.layers.size() != layers_.size()) return invalid_argument("rewind: checkpoint from another model");
+  if (c.pos > pos_)
+    return invalid_argument("rewind: checkpoint at " + std::to_string(c.pos) + " is ahead of the position " +
+                            std::to_string(pos_));
+  for (size_t il = 0; il < layers_.size(); ++il)
+    if (c.layers[il].comp.n_entries > layers_[il].comp.n_entries || c.layers[il].idx.n_entries > layers_[il].idx.n_entries)
+      return invalid_argument("rewind: checkpoint does not belong to this timeline (layer " + std::to_string(il) + ")");
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    const LayerState& src = c.layers[il];
+    LayerState& dst = layers_[il];
+    dst.raw_rows = src.raw_rows;
+    dst.raw.assign(src.raw.begin(), src.raw.end());
+    for (auto [from, to] : {std::pair{&src.comp, &dst.comp}, std::pair{&src.idx, &dst.idx}}) {
+      const int64_t edim = to->n_entries > 0 ? static_cast<int64_t>(to->entries.size()) / to->n_entries : 0;
+      to->a = from->a;
+      to->z = from->z;
+      to->first_pos = from->first_pos;
+      to->n_rows = from->n_rows;
+      to->entries.resize(static_cast<size_t>(from->n_entries * edim));
+      to->n_entries = from->n_entries;
+    }
+  }
+  pos_ = c.pos;
+  return ok_status();
+}
+
 // Snapshot layout (little-endian): "DSV4SNAP" u32 version=1, u64 n_layer, u64 n_embd, u64 vocab,
 // i64 position, then per layer: raw (i64 rows, floats), and for comp and idx: i64 first_pos,
 // i64 n_rows, i64 width, floats a, floats z, i64 n_entries, i64 entry_dim, floats entries.

@@ -136,5 +136,46 @@ TEST_F(SessionTest, MissingOrMisshapedTensorNamesIt) {
   std::remove(path.c_str());
 }
 
+TEST_F(SessionTest, RewindToCheckpointContinuesExactly) {
+  // One timeline A (prefix + tail_a), checkpoints along it, then rewinds to each and runs a
+  // different tail B: the logits equal a fresh session fed prefix + tail_b, bit for bit. Several
+  // positions, so some land inside open compressor windows and some on window boundaries.
+  const std::vector<int32_t> a = tokens(300, 11), b = tokens(90, 12);
+  const int64_t V = model_->shape().n_vocab;
+  for (int64_t cut : {1, 4, 37, 128, 129, 200, 255}) {
+    Session s(*model_, *ops_, 512);
+    std::vector<float> scratch(static_cast<size_t>(V) * a.size());
+    ASSERT_TRUE(s.forward(std::span<const int32_t>(a.data(), static_cast<size_t>(cut)), nullptr, false).ok());
+    const SessionCheckpoint cp = s.checkpoint();
+    EXPECT_EQ(cp.pos, cut);
+    EXPECT_GT(cp.bytes(), 0);
+    ASSERT_TRUE(s.forward(std::span<const int32_t>(a.data() + cut, a.size() - static_cast<size_t>(cut)), nullptr, false).ok());
+    ASSERT_TRUE(s.rewind(cp).ok());
+    EXPECT_EQ(s.position(), cut);
+    std::vector<float> got(static_cast<size_t>(V) * b.size());
+    ASSERT_TRUE(s.forward(b, got.data(), true).ok());
+
+    Session fresh(*model_, *ops_, 512);
+    ASSERT_TRUE(fresh.forward(std::span<const int32_t>(a.data(), static_cast<size_t>(cut)), nullptr, false).ok());
+    std::vector<float> want(static_cast<size_t>(V) * b.size());
+    ASSERT_TRUE(fresh.forward(b, want.data(), true).ok());
+    EXPECT_TRUE(same_bits(got, want)) << "cut " << cut;
+    // And the full state equals the fresh one's.
+    EXPECT_EQ(s.snapshot(), fresh.snapshot()) << "cut " << cut;
+  }
+}
+
+TEST_F(SessionTest, RewindRejectsForeignCheckpoints) {
+  Session s(*model_, *ops_, 512);
+  ASSERT_TRUE(s.forward(tokens(40, 3), nullptr, false).ok());
+  const SessionCheckpoint ahead = s.checkpoint();
+  s.reset();
+  ASSERT_TRUE(s.forward(tokens(10, 3), nullptr, false).ok());
+  EXPECT_FALSE(s.rewind(ahead).ok());  // ahead of the position
+  SessionCheckpoint wrong = s.checkpoint();
+  wrong.layers.pop_back();
+  EXPECT_FALSE(s.rewind(wrong).ok());
+}
+
 }  // namespace
 }  // namespace dsv4::model

@@ -1,0 +1,28 @@
+// engine/engine_impl.h — Engine's private state (shared by engine.cpp and generate.cpp only).
+#pragma once
+
+#include <memory>
+
+#include "backend/cpu/cpu_ops.h"
+#include "base/thread_pool.h"
+#include "dsv4/engine.h"
+#include "engine/prefix_cache.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dsv4 {
+
+struct Engine::Impl {
+  EngineOptions options;
+  ModelInfo info;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<cpu::CpuOps> ops;
+  std::unique_ptr<model::Model> model;
+  tokenizer::Tokenizer tokenizer;
+  std::unique_ptr<model::Session> session;
+  std::unique_ptr<engine::PrefixCache> cache;
+  int32_t eos = -1, think_end = -1;
+  std::vector<float> logits, scratch;  // [n_vocab] the last position's logits, and the sampler's copy
+};
+
+}  // namespace dsv4

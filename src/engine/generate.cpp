@@ -1,0 +1,149 @@
+// engine/generate.cpp — Engine::generate: prefix reuse, chunked prefill with checkpoints, the
+// decode loop (sample → text → stop checks → forward), cancellation and per-request stats.
+//
+// Order inside one decode step: logits of the last forwarded token → logprobs (raw logits, when
+// asked) → sample (on a copy) → EOS ends the turn (not decoded, not forwarded) → the id is
+// decoded, stop strings and the DSML parser run → the observer sees the delta (may cancel) →
+// unless finished, the id is forwarded. The last sampled id is therefore never forwarded: the
+// next request's prompt decides what follows it (the prefix cache then extends or rewinds).
+#include <chrono>
+
+#include "engine/engine_impl.h"
+#include "engine/output_text.h"
+
+namespace dsv4 {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+Status validate(const GenerateRequest& r, const ModelInfo& info) {
+  if (r.prompt.empty()) return invalid_argument("the prompt has no tokens");
+  if (r.max_tokens < 1) return invalid_argument("max_tokens must be at least 1");
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= info.n_vocab)
+      return out_of_range("prompt token id " + std::to_string(t) + " is outside the vocabulary of " +
+                          std::to_string(info.n_vocab));
+  const int64_t n = static_cast<int64_t>(r.prompt.size());
+  if (n + r.max_tokens > info.ctx + 1)  // the last sampled token is never forwarded
+    return resource_exhausted("the prompt (" + std::to_string(n) + " tokens) plus max_tokens (" +
+                              std::to_string(r.max_tokens) + ") exceeds the context of " + std::to_string(info.ctx) +
+                              " tokens");
+  if (r.top_logprobs > 20) return out_of_range("top_logprobs must be at most 20");
+  for (const auto& [id, bias] : r.sampler.logit_bias) {
+    (void)bias;
+    if (id < 0 || id >= info.n_vocab) return out_of_range("logit_bias token id " + std::to_string(id) + " is outside the vocabulary");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<GenerationResult> Engine::generate(const GenerateRequest& req, GenerationObserver& observer) {
+  Impl& m = *impl_;
+  DSV4_RETURN_IF_ERROR(validate(req, m.info));
+  const int64_t V = m.info.n_vocab;
+  const int64_t n = static_cast<int64_t>(req.prompt.size());
+  m.logits.resize(static_cast<size_t>(V));
+  m.scratch.resize(static_cast<size_t>(V));
+  m.session->clear_times();
+
+  GenerationResult res;
+  GenerationStats& st = res.stats;
+  st.prompt_tokens = n;
+  const auto t_prefill = Clock::now();
+  // A failed forward leaves the session somewhere unknown: forget it rather than trust it.
+  auto fail = [&](const Status& s) -> Status {
+    m.session->reset();
+    m.cache->clear();
+    return s;
+  };
+
+  DSV4_ASSIGN_OR_RETURN(const int64_t cached, m.cache->prepare(*m.session, req.prompt));
+  st.cached_tokens = cached;
+  // Prefill prompt[cached, n−1) in chunks, cutting at checkpoint positions (multiples of the
+  // interval, and n−1: a chat's next turn usually diverges right after the prompt's end), then
+  // the last prompt token alone for its logits.
+  int64_t pos = cached;
+  const int64_t interval = std::max<int64_t>(m.options.checkpoint_interval, 1);
+  while (pos < n - 1) {
+    if (!observer.on_prefill(pos, n)) {
+      res.finish = FinishReason::kCancelled;
+      st.prefill_ms = ms_since(t_prefill);
+      return res;
+    }
+    int64_t end = std::min(n - 1, pos + m.options.prefill_chunk);
+    const int64_t next_cp = (pos / interval + 1) * interval;
+    if (next_cp < end) end = next_cp;
+    const std::span<const int32_t> chunk(req.prompt.data() + pos, static_cast<size_t>(end - pos));
+    if (Status s = m.session->forward(chunk, nullptr, false); !s.ok()) return fail(s);
+    m.cache->on_forward(chunk);
+    pos = end;
+    if (pos % interval == 0 || pos == n - 1) m.cache->checkpoint(*m.session);
+  }
+  {
+    const std::span<const int32_t> last(req.prompt.data() + n - 1, 1);
+    if (Status s = m.session->forward(last, m.logits.data(), false); !s.ok()) return fail(s);
+    m.cache->on_forward(last);
+  }
+  st.prefill_ms = ms_since(t_prefill);
+
+  sampling::Sampler sampler(req.sampler, static_cast<int32_t>(V));
+  engine::OutputText text(m.tokenizer, req);
+  bool in_reasoning = req.chat && req.thinking;
+  const auto t_decode = Clock::now();
+  double sampling_ms = 0;
+  res.finish = FinishReason::kLength;
+  for (int64_t i = 0; i < req.max_tokens; ++i) {
+    GenerationDelta delta;
+    GeneratedToken tok;
+    const auto t_sample = Clock::now();
+    std::copy(m.logits.begin(), m.logits.end(), m.scratch.begin());
+    tok.id = sampler.sample(m.scratch);
+    sampler.accept(tok.id);
+    if (req.top_logprobs >= 0) tok.logprob = sampling::logprob_of(m.logits, tok.id, req.top_logprobs, tok.top).logprob;
+    sampling_ms += ms_since(t_sample);
+    if (tok.id == m.eos) {
+      res.finish = FinishReason::kEos;
+      break;
+    }
+    ++st.completion_tokens;
+    if (in_reasoning) {
+      ++st.reasoning_tokens;
+      if (tok.id == m.think_end) in_reasoning = false;
+    }
+    if (Status s = text.push(tok.id, delta); !s.ok()) return fail(s);
+    delta.tokens.push_back(std::move(tok));
+    const bool stop_string = text.stopped();
+    const bool tool_calls = text.tool_block_closed();
+    const bool keep_going = observer.on_delta(delta);
+    if (stop_string || tool_calls || !keep_going) {
+      res.finish = stop_string ? FinishReason::kStopString
+                   : tool_calls ? FinishReason::kToolCalls
+                                : FinishReason::kCancelled;
+      break;
+    }
+    if (i + 1 == req.max_tokens) break;
+    const int32_t id = delta.tokens.back().id;
+    if (Status s = m.session->forward(std::span<const int32_t>(&id, 1), m.logits.data(), false); !s.ok())
+      return fail(s);
+    m.cache->on_forward(std::span<const int32_t>(&id, 1));
+    if (m.session->position() % interval == 0) m.cache->checkpoint(*m.session);
+  }
+  if (res.finish == FinishReason::kStopString) res.stop_string = text.matched_stop();
+  GenerationDelta tail;
+  text.finish(tail, res.output_error, res.warnings);
+  if (!tail.text.empty() || !tail.events.empty()) (void)observer.on_delta(tail);
+  st.decode_ms = ms_since(t_decode);
+
+  if (m.options.timing) {
+    const model::PhaseTimes& t = m.session->times();
+    st.phases = PhaseMillis{t.hc * 1e3, t.attention * 1e3, t.compressor * 1e3, t.moe * 1e3, t.head * 1e3,
+                            t.embed * 1e3, sampling_ms};
+  }
+  return res;
+}
+
+}  // namespace dsv4
