@@ -15,5 +15,11 @@ void add_convert_command(CLI::App& app, int& exit_code);
 void add_tokenize_commands(CLI::App& app, int& exit_code);  // tokenize, detokenize
 void add_logits_commands(CLI::App& app, int& exit_code);    // logits, generate
 void add_render_command(CLI::App& app, int& exit_code);     // render (chat prompt)
+void add_serve_command(CLI::App& app, int& exit_code);      // serve (HTTP server)
+void add_chat_command(CLI::App& app, int& exit_code);       // chat (interactive REPL)
+
+struct EngineArgs;
+// -m, --ctx, --prefill-chunk, --checkpoint-interval, --max-checkpoints, --timing (serve and chat).
+void add_engine_options(CLI::App* cmd, EngineArgs& e);
 
 }  // namespace dsv4::app

@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   dsv4::app::add_logits_commands(app, exit_code);
   dsv4::app::add_bench_command(app, exit_code);
   dsv4::app::add_render_command(app, exit_code);
+  dsv4::app::add_serve_command(app, exit_code);
+  dsv4::app::add_chat_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,92 @@
+// apps/dsv4/cmd_serve.cpp — `dsv4 serve`: flags → ServeOptions, signals → graceful stop.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "base/log.h"
+#include "dsv4/commands.h"
+#include "dsv4/serve_common.h"
+#include "server/serve/server.h"
+
+namespace dsv4::app {
+namespace {
+
+struct ServeArgs {
+  EngineArgs engine;
+  server::serve::ServeOptions serve;
+  int64_t max_body_mb = 32;
+};
+
+int run_serve(ServeArgs& a) {
+  // Block SIGINT/SIGTERM in every thread; one thread waits for them and stops the server.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto engine = load_engine(a.engine, "serve");
+  if (!engine.ok()) {
+    std::fprintf(stderr, "dsv4 serve: %s\n", engine.status().to_string().c_str());
+    return 1;
+  }
+  a.serve.max_body_bytes = static_cast<size_t>(a.max_body_mb) << 20;
+  a.serve.timing = a.engine.timing;
+  server::serve::Server server(**engine, a.serve);
+  if (Status s = server.bind(); !s.ok()) {
+    std::fprintf(stderr, "dsv4 serve: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  std::thread waiter([&server, set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    log_info("signal %d: stopping (the running generation is cancelled)", sig);
+    server.stop();
+  });
+  log_info("listening on http://%s:%d (OpenAI /v1/chat/completions, /v1/completions; Anthropic /v1/messages)%s%s",
+           a.serve.host.c_str(), server.port(), a.serve.api_key.empty() ? "" : "; API key required",
+           a.serve.cors_origin.empty() ? "" : "; CORS on");
+  std::fflush(stderr);
+  server.run();
+  // Wake the waiter if the server stopped for another reason.
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  log_info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+void add_engine_options(CLI::App* cmd, EngineArgs& e) {
+  cmd->add_option("-m,--model", e.model, "model .gguf (default: the built-in random-weight tiny model)");
+  cmd->add_option("--ctx", e.ctx, "context size in tokens (default: min(model's context, 32768))");
+  cmd->add_option("--prefill-chunk", e.prefill_chunk, "tokens per prefill step (speed only)")->capture_default_str();
+  cmd->add_option("--checkpoint-interval", e.checkpoint_interval, "prefix-cache rewind point every N tokens")
+      ->capture_default_str();
+  cmd->add_option("--max-checkpoints", e.max_checkpoints, "prefix-cache rewind points kept")->capture_default_str();
+  cmd->add_flag("--timing", e.timing, "log a per-phase time breakdown per request");
+}
+
+void add_serve_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand("serve", "OpenAI- and Anthropic-compatible HTTP server");
+  add_engine_options(cmd, a->engine);
+  cmd->add_option("--host", a->serve.host, "address to bind (127.0.0.1 = this machine only)")->capture_default_str();
+  cmd->add_option("--port", a->serve.port, "port (0 = any free port)")->capture_default_str();
+  cmd->add_option("--api-key", a->serve.api_key, "require this key (Authorization: Bearer KEY or x-api-key)")
+      ->envname("DSV4_API_KEY");
+  cmd->add_option("--cors", a->serve.cors_origin, "allow browser requests from this origin (e.g. http://localhost:3000 or *)");
+  cmd->add_option("--max-queue", a->serve.max_queue, "requests that may wait for the engine (more → 429)")
+      ->capture_default_str();
+  cmd->add_option("--max-body-mb", a->max_body_mb, "largest request body in MiB (larger → 413)")->capture_default_str();
+  cmd->add_option("--keepalive-ms", a->serve.keepalive_ms, "SSE keep-alive comment interval")->capture_default_str();
+  cmd->add_option("--alias", a->serve.model_alias, "model id reported by /v1/models (default: the file name)");
+  cmd->add_option("--default-system-prompt", a->serve.default_system_prompt,
+                  "system prompt inserted when a chat request has none (off by default; shown in /props)");
+  cmd->callback([a, &exit_code] { exit_code = run_serve(*a); });
+}
+
+}  // namespace dsv4::app

@@ -1,0 +1,275 @@
+// server/serve/generation.cpp — the three generation routes: parse → prepare → queue → stream
+// (SSE) or wait → serialise. Engine deltas become api::OutputEvent / TokenLogprobInfo here, on
+// the HTTP thread; the worker only moves native structs.
+#include <chrono>
+#include <ctime>
+
+#include "base/log.h"
+#include "server/serve/server_impl.h"
+
+namespace dsv4::server::serve {
+namespace {
+
+api::OutputEvent to_api(const tokenizer::DsmlEvent& e) {
+  api::OutputEvent o;
+  switch (e.kind) {
+    case tokenizer::DsmlEvent::Kind::kReasoning: o.kind = api::OutputEvent::Kind::kReasoning; break;
+    case tokenizer::DsmlEvent::Kind::kContent: o.kind = api::OutputEvent::Kind::kContent; break;
+    case tokenizer::DsmlEvent::Kind::kToolCallBegin: o.kind = api::OutputEvent::Kind::kToolCallBegin; break;
+    case tokenizer::DsmlEvent::Kind::kToolCallArguments: o.kind = api::OutputEvent::Kind::kToolCallArguments; break;
+    case tokenizer::DsmlEvent::Kind::kToolCallEnd: o.kind = api::OutputEvent::Kind::kToolCallEnd; break;
+  }
+  o.text = e.text;
+  o.index = e.index;
+  o.id = e.id;
+  o.name = e.name;
+  return o;
+}
+
+// Accumulates a response from deltas (both modes) and converts each delta for streaming.
+class Assembler {
+ public:
+  Assembler(const Engine& engine, const PreparedRequest& p, std::string call_id_prefix)
+      : engine_(engine), p_(p), call_prefix_(std::move(call_id_prefix)) {}
+
+  // Converts one delta; appends to the whole output.
+  void add(const GenerationDelta& d, std::vector<api::OutputEvent>& events, std::vector<api::TokenLogprobInfo>& lps,
+           std::string& text) {
+    for (const tokenizer::DsmlEvent& e : d.events) {
+      api::OutputEvent o = to_api(e);
+      if (o.kind == api::OutputEvent::Kind::kToolCallBegin) o.id = call_prefix_ + std::to_string(o.index);
+      switch (o.kind) {
+        case api::OutputEvent::Kind::kReasoning: out_.reasoning += o.text; break;
+        case api::OutputEvent::Kind::kContent: out_.content += o.text; break;
+        case api::OutputEvent::Kind::kToolCallBegin: calls_.push_back({o.id, o.name, "", false}); break;
+        case api::OutputEvent::Kind::kToolCallArguments:
+          if (!calls_.empty()) calls_.back().args += o.text;
+          break;
+        case api::OutputEvent::Kind::kToolCallEnd:
+          if (!calls_.empty()) calls_.back().done = true;
+          break;
+      }
+      events.push_back(std::move(o));
+    }
+    if (!p_.gen.chat) {
+      out_.content += d.text;
+      text += d.text;
+    }
+    if (p_.logprobs)
+      for (const GeneratedToken& t : d.tokens) {
+        api::TokenLogprobInfo info;
+        info.token = engine_.token_text(t.id);
+        info.bytes = std::string(engine_.token_bytes(t.id));
+        info.logprob = t.logprob;
+        for (const sampling::TokenLogprob& tl : t.top)
+          info.top.push_back({engine_.token_text(tl.id), std::string(engine_.token_bytes(tl.id)), tl.logprob});
+        out_.logprobs.push_back(info);
+        lps.push_back(std::move(info));
+      }
+  }
+
+  // The final output; only complete tool calls are reported (never a partial call).
+  api::CompletionOutput finish(const GenerationResult& r) {
+    for (const Call& c : calls_)
+      if (c.done) out_.tool_calls.push_back({c.id, c.name, c.args});
+    switch (r.finish) {
+      case FinishReason::kEos: out_.finish = api::FinishReason::kStop; break;
+      case FinishReason::kStopString:
+        out_.finish = api::FinishReason::kStop;
+        out_.stop_sequence = r.stop_string;
+        break;
+      case FinishReason::kLength: out_.finish = api::FinishReason::kLength; break;
+      case FinishReason::kToolCalls: out_.finish = api::FinishReason::kToolCalls; break;
+      case FinishReason::kCancelled: out_.finish = api::FinishReason::kCancelled; break;
+    }
+    if (!out_.tool_calls.empty() && out_.finish == api::FinishReason::kStop && out_.stop_sequence.empty())
+      out_.finish = api::FinishReason::kToolCalls;
+    const GenerationStats& s = r.stats;
+    out_.usage.prompt_tokens = s.prompt_tokens;
+    out_.usage.cached_tokens = s.cached_tokens;
+    out_.usage.completion_tokens = s.completion_tokens;
+    out_.usage.reasoning_tokens = s.reasoning_tokens;
+    out_.usage.prefill_ms = s.prefill_ms;
+    out_.usage.decode_ms = s.decode_ms;
+    out_.usage.decode_tokens_per_s =
+        s.decode_ms > 0 ? static_cast<double>(s.completion_tokens) / (s.decode_ms / 1e3) : 0.0;
+    if (!p_.echo_text.empty()) out_.content = p_.echo_text + out_.content;
+    return out_;
+  }
+
+ private:
+  struct Call {
+    std::string id, name, args;
+    bool done = false;
+  };
+  const Engine& engine_;
+  const PreparedRequest& p_;
+  std::string call_prefix_;
+  api::CompletionOutput out_;
+  std::vector<Call> calls_;
+};
+
+api::ApiError output_error(const Status& s) {
+  api::ApiError e;
+  e.http_status = 500;
+  e.type = "server_error";
+  e.message = "The model's output could not be parsed: " + s.message();
+  e.code = "invalid_model_output";
+  return e;
+}
+
+// Per-stream state, owned by the chunked content provider.
+struct StreamState {
+  std::shared_ptr<Job> job;
+  PreparedRequest prep;
+  api::ResponseMeta meta;
+  std::unique_ptr<Assembler> assembler;
+  std::unique_ptr<api::OpenAiChatStream> chat;
+  std::unique_ptr<api::OpenAiCompletionStream> completion;
+  std::unique_ptr<api::AnthropicStream> anthropic;
+  bool started = false;
+  bool finished = false;
+};
+
+}  // namespace
+
+void Server::Impl::handle_generation(ApiKind kind, const httplib::Request& req, httplib::Response& res) {
+  PreparedRequest prep;
+  std::optional<api::ApiError> err;
+  if (kind == ApiKind::kCompletion) {
+    auto parsed = api::parse_completion_request(req.body);
+    if (!parsed.ok()) return send_error(kind, res, api::api_error_from_status(parsed.status()), "bad_request");
+    err = prepare_completion(engine, *parsed, prep);
+  } else {
+    auto parsed = kind == ApiKind::kChat ? api::parse_chat_completion_request(req.body)
+                                         : api::parse_anthropic_messages_request(req.body);
+    if (!parsed.ok()) return send_error(kind, res, api::api_error_from_status(parsed.status()), "bad_request");
+    err = prepare_chat(engine, *parsed, kind, options.default_system_prompt, prep);
+  }
+  if (err) return send_error(kind, res, *err, err->code == "context_length_exceeded" ? "context" : "bad_request");
+  if (prep.sampler_fixed)
+    log_debug("%s: thinking mode: the client's sampling parameters are ignored", req.path.c_str());
+
+  auto job = std::make_shared<Job>();
+  job->request = prep.gen;
+  job->route = req.path;
+  if (!worker->submit(job)) {
+    api::ApiError e;
+    e.http_status = 429;
+    e.type = kind == ApiKind::kAnthropic ? "rate_limit_error" : "rate_limit_exceeded";
+    e.message = "The server is busy: " + std::to_string(options.max_queue) +
+                " requests are already waiting. Retry after a moment.";
+    e.code = "queue_full";
+    res.set_header("Retry-After", "1");
+    return send_error(kind, res, e, "queue_full");
+  }
+
+  api::ResponseMeta meta;
+  meta.id = new_id(kind == ApiKind::kAnthropic ? "msg_" : kind == ApiKind::kCompletion ? "cmpl-" : "chatcmpl-");
+  meta.model = prep.model.empty() ? model_id() : prep.model;
+  meta.created = static_cast<int64_t>(std::time(nullptr));
+  const std::string call_prefix = kind == ApiKind::kAnthropic ? "toolu_" + meta.id.substr(4) + "_" : "call_" + meta.id.substr(9) + "_";
+
+  if (!prep.stream) {
+    Assembler assembler(engine, prep, call_prefix);
+    std::vector<api::OutputEvent> ev;
+    std::vector<api::TokenLogprobInfo> lps;
+    std::string text;
+    for (;;) {
+      auto msg = job->channel.pop(std::chrono::milliseconds(1000));
+      if (!msg) continue;
+      if (auto* d = std::get_if<GenerationDelta>(&*msg)) {
+        assembler.add(*d, ev, lps, text);
+        ev.clear();
+        lps.clear();
+        continue;
+      }
+      if (auto* done = std::get_if<JobDone>(&*msg)) {
+        if (!done->result.ok()) {
+          api::ApiError e = api::api_error_from_status(done->result.status());
+          return send_error(kind, res, e, "engine");
+        }
+        const GenerationResult& r = *done->result;
+        if (!r.output_error.ok() && r.finish != FinishReason::kLength)
+          return send_error(kind, res, output_error(r.output_error), "model_output");
+        const api::CompletionOutput out = assembler.finish(r);
+        std::string body = kind == ApiKind::kChat         ? api::openai_chat_response_json(meta, out, prep.logprobs)
+                           : kind == ApiKind::kCompletion ? api::openai_completion_response_json(meta, out, prep.logprobs)
+                                                          : api::anthropic_message_response_json(meta, out);
+        res.set_content(std::move(body), "application/json");
+        return;
+      }
+    }
+  }
+
+  auto st = std::make_shared<StreamState>();
+  st->job = job;
+  st->prep = std::move(prep);
+  st->meta = meta;
+  st->assembler = std::make_unique<Assembler>(engine, st->prep, call_prefix);
+  if (kind == ApiKind::kChat) st->chat = std::make_unique<api::OpenAiChatStream>(meta, st->prep.include_usage, st->prep.logprobs);
+  if (kind == ApiKind::kCompletion)
+    st->completion = std::make_unique<api::OpenAiCompletionStream>(meta, st->prep.include_usage, st->prep.logprobs);
+  if (kind == ApiKind::kAnthropic) st->anthropic = std::make_unique<api::AnthropicStream>(meta);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  const int keepalive_ms = options.keepalive_ms;
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [st, keepalive_ms](size_t, httplib::DataSink& sink) -> bool {
+        auto write = [&](const std::string& s) {
+          if (s.empty()) return true;
+          if (!sink.is_writable() || !sink.write(s.data(), s.size())) {
+            st->job->cancelled = true;  // the client is gone: stop generating within one token
+            return false;
+          }
+          return true;
+        };
+        if (!st->started) {
+          st->started = true;
+          std::string head;
+          if (st->chat) head = st->chat->begin();
+          if (st->anthropic) {
+            api::Usage u;
+            u.prompt_tokens = static_cast<int64_t>(st->prep.gen.prompt.size());
+            head = st->anthropic->begin(u);
+          }
+          if (st->completion && !st->prep.echo_text.empty()) head = st->completion->text(st->prep.echo_text, {});
+          return write(head);
+        }
+        auto msg = st->job->channel.pop(std::chrono::milliseconds(keepalive_ms));
+        if (!msg) return write(": keep-alive\n\n");
+        if (auto* p = std::get_if<PrefillProgress>(&*msg))
+          return write(": prefill " + std::to_string(p->done) + "/" + std::to_string(p->total) + "\n\n");
+        if (auto* d = std::get_if<GenerationDelta>(&*msg)) {
+          std::vector<api::OutputEvent> ev;
+          std::vector<api::TokenLogprobInfo> lps;
+          std::string text;
+          st->assembler->add(*d, ev, lps, text);
+          std::string out;
+          if (st->chat) out = st->chat->events(ev, lps);
+          if (st->completion) out = st->completion->text(text, lps);
+          if (st->anthropic) out = st->anthropic->events(ev);
+          return write(out);
+        }
+        auto& done = std::get<JobDone>(*msg);
+        std::string out;
+        if (!done.result.ok() || (!done.result->output_error.ok() && done.result->finish != FinishReason::kLength)) {
+          const api::ApiError e = done.result.ok() ? output_error(done.result->output_error)
+                                                   : api::api_error_from_status(done.result.status());
+          out = st->chat ? st->chat->error(e) : st->completion ? st->completion->error(e) : st->anthropic->error(e);
+        } else {
+          const api::CompletionOutput o = st->assembler->finish(*done.result);
+          out = st->chat ? st->chat->finish(o) : st->completion ? st->completion->finish(o) : st->anthropic->finish(o);
+        }
+        st->finished = true;
+        const bool ok = write(out);
+        sink.done();
+        return ok;
+      },
+      [st](bool success) {
+        if (!success || !st->finished) st->job->cancelled = true;
+      });
+}
+
+}  // namespace dsv4::server::serve

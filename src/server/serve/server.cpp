@@ -1,0 +1,255 @@
+// server/serve/server.cpp — set-up (bind, timeouts, thread pool, body limit), authentication,
+// CORS, error shapes for transport errors, and the informational routes (/health, /v1/models,
+// /props, /metrics).
+#include <nlohmann/json.hpp>
+
+#include "base/log.h"
+#include "server/serve/server_impl.h"
+
+namespace dsv4::server::serve {
+
+ApiKind api_kind_for_path(const std::string& path) {
+  if (path.rfind("/v1/messages", 0) == 0) return ApiKind::kAnthropic;
+  if (path == "/v1/completions") return ApiKind::kCompletion;
+  return ApiKind::kChat;
+}
+
+namespace {
+
+// Constant-time comparison (the length may leak; the key's bytes do not).
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+api::ApiError make_error(int status, std::string type, std::string message, std::string code = "") {
+  api::ApiError e;
+  e.http_status = status;
+  e.type = std::move(type);
+  e.message = std::move(message);
+  e.code = std::move(code);
+  return e;
+}
+
+}  // namespace
+
+std::string Server::Impl::new_id(const char* prefix) {
+  std::lock_guard<std::mutex> lock(id_mu);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%08llx", static_cast<unsigned long long>(id_rng()),
+                static_cast<unsigned long long>(id_rng() & 0xffffffffu));
+  return std::string(prefix) + buf;
+}
+
+std::string Server::Impl::model_id() const {
+  return options.model_alias.empty() ? engine.info().name : options.model_alias;
+}
+
+bool Server::Impl::authorized(const httplib::Request& req) const {
+  if (options.api_key.empty()) return true;
+  const std::string auth = req.get_header_value("Authorization");
+  if (auth.rfind("Bearer ", 0) == 0 && same_secret(auth.substr(7), options.api_key)) return true;
+  const std::string xkey = req.get_header_value("x-api-key");
+  return !xkey.empty() && same_secret(xkey, options.api_key);
+}
+
+void Server::Impl::send_error(ApiKind kind, httplib::Response& res, const api::ApiError& e,
+                              const std::string& metric_kind) {
+  res.status = e.http_status;
+  res.set_content(kind == ApiKind::kAnthropic ? api::anthropic_error_json(e) : api::openai_error_json(e),
+                  "application/json");
+  if (!metric_kind.empty()) metrics.error(metric_kind);
+}
+
+void Server::Impl::install_routes() {
+  http.new_task_queue = [n = options.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+  http.set_payload_max_length(options.max_body_bytes);
+  http.set_read_timeout(options.read_timeout_s, 0);
+  http.set_write_timeout(options.read_timeout_s, 0);
+  http.set_keep_alive_timeout(30);
+
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!options.cors_origin.empty()) {
+      res.set_header("Access-Control-Allow-Origin", options.cors_origin);
+      res.set_header("Vary", "Origin");
+      if (req.method == "OPTIONS") {
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers",
+                       "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
+        res.set_header("Access-Control-Max-Age", "600");
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    if (req.path != "/health" && !authorized(req)) {
+      const ApiKind kind = api_kind_for_path(req.path);
+      api::ApiError e = make_error(401, kind == ApiKind::kAnthropic ? "authentication_error" : "invalid_request_error",
+                                   "Invalid or missing API key. Send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.",
+                                   "invalid_api_key");
+      send_error(kind, res, e, "auth");
+      metrics.request(req.path, 401);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  // Transport-level errors (404, 413 body too large, 400 unparsable HTTP) get an API-shaped body.
+  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const ApiKind kind = api_kind_for_path(req.path);
+    api::ApiError e;
+    e.http_status = res.status;
+    if (res.status == 413) {
+      e.type = kind == ApiKind::kAnthropic ? "request_too_large" : "invalid_request_error";
+      e.message = "The request body is larger than the server's limit of " + std::to_string(options.max_body_bytes) +
+                  " bytes.";
+      metrics.error("too_large");
+    } else if (res.status == 404) {
+      e.type = kind == ApiKind::kAnthropic ? "not_found_error" : "invalid_request_error";
+      e.message = "Unknown route: " + req.method + " " + req.path;
+      metrics.error("not_found");
+    } else {
+      e.type = res.status >= 500 ? "server_error" : "invalid_request_error";
+      e.message = "HTTP error " + std::to_string(res.status);
+    }
+    res.set_content(kind == ApiKind::kAnthropic ? api::anthropic_error_json(e) : api::openai_error_json(e),
+                    "application/json");
+  });
+  http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& ex) {
+      what = ex.what();
+    } catch (...) {
+    }
+    log_error("%s %s: internal error: %s", req.method.c_str(), req.path.c_str(), what.c_str());
+    send_error(api_kind_for_path(req.path), res, make_error(500, "server_error", "Internal server error."), "internal");
+  });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics.request(req.path, res.status);
+    log_debug("%s %s -> %d", req.method.c_str(), req.path.c_str(), res.status);
+  });
+
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    nlohmann::json j = {{"status", "ok"}, {"queue_depth", worker->queued()}, {"busy", worker->busy()}};
+    res.set_content(j.dump(), "application/json");
+  });
+  auto models = [this](const httplib::Request&, httplib::Response& res) {
+    const ModelInfo& mi = engine.info();
+    nlohmann::json m = {{"id", model_id()}, {"object", "model"}, {"created", 0}, {"owned_by", "dsv4"},
+                        {"context_length", mi.ctx}, {"max_completion_tokens", mi.ctx}};
+    res.set_content(nlohmann::json{{"object", "list"}, {"data", {m}}}.dump(), "application/json");
+  };
+  http.Get("/v1/models", models);
+  http.Get("/models", models);
+  http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+    const ModelInfo& mi = engine.info();
+    const SamplingDefaults d;
+    nlohmann::json j;
+    j["model"] = {{"id", model_id()}, {"path", mi.path}, {"description", mi.description},
+                  {"is_ds4_flash", mi.is_ds4_flash}, {"n_params", mi.n_params}, {"file_bytes", mi.file_bytes}};
+    j["shape"] = {{"n_layer", mi.n_layer}, {"n_embd", mi.n_embd}, {"n_vocab", mi.n_vocab}, {"n_expert", mi.n_expert},
+                  {"n_expert_used", mi.n_expert_used}, {"n_ctx_train", mi.n_ctx_train}};
+    j["ctx"] = mi.ctx;
+    j["session"] = {{"reserved_bytes", mi.session_bytes}, {"bytes_per_token", mi.session_bytes_per_token},
+                    {"checkpoint_interval", engine.options().checkpoint_interval},
+                    {"max_checkpoints", engine.options().max_checkpoints}};
+    j["defaults"] = {{"temperature", d.temperature}, {"top_p", d.top_p}, {"min_p", d.min_p}, {"top_k", 0},
+                     {"thinking", "enabled"}, {"reasoning_effort", "high"},
+                     {"thinking_sampler", "fixed (client sampling knobs are ignored in thinking mode)"},
+                     {"think_max_min_context", tokenizer::kThinkMaxMinContext},
+                     {"default_system_prompt", options.default_system_prompt}};
+    j["server"] = {{"max_queue", options.max_queue}, {"max_body_bytes", options.max_body_bytes},
+                   {"auth", !options.api_key.empty()}, {"cors", options.cors_origin}};
+    res.set_content(j.dump(), "application/json");
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.prometheus(worker->queued(), worker->busy(), engine.info().ctx, cache_live.load(),
+                                       cache_checkpoints.load(), cache_checkpoint_bytes.load()),
+                    "text/plain; version=0.0.4");
+  });
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(ApiKind::kChat, req, res);
+  });
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(ApiKind::kCompletion, req, res);
+  });
+  http.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(ApiKind::kAnthropic, req, res);
+  });
+}
+
+Server::Server(Engine& engine, ServeOptions options) : impl_(std::make_unique<Impl>(engine, std::move(options))) {
+  Impl* impl = impl_.get();
+  impl->worker = std::make_unique<EngineWorker>(
+      engine, impl->options.max_queue, [impl](const Job& job, const Result<GenerationResult>& r, double queue_ms) {
+        // Runs on the worker thread: the only place the engine's cache may be read.
+        const CacheStats cs = impl->engine.cache_stats();
+        impl->cache_live = cs.live_tokens;
+        impl->cache_checkpoints = cs.checkpoints;
+        impl->cache_checkpoint_bytes = cs.checkpoint_bytes;
+        if (!r.ok()) {
+          impl->metrics.error("engine");
+          log_error("%s: generation failed: %s", job.route.c_str(), r.status().to_string().c_str());
+          return;
+        }
+        const GenerationStats& s = r->stats;
+        impl->metrics.generation(s.prompt_tokens, s.cached_tokens, s.completion_tokens, s.prefill_ms, s.decode_ms,
+                                 queue_ms);
+        if (r->finish == FinishReason::kCancelled) impl->metrics.error("cancelled");
+        const double computed = static_cast<double>(s.prompt_tokens - s.cached_tokens);
+        log_info("%s: prompt %lld (cached %lld) in %.1f ms (%.1f tok/s), %lld tokens in %.1f ms (%.2f tok/s), "
+                 "queue %.1f ms, finish %s",
+                 job.route.c_str(), static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.cached_tokens),
+                 s.prefill_ms, s.prefill_ms > 0 ? computed / (s.prefill_ms / 1e3) : 0.0,
+                 static_cast<long long>(s.completion_tokens), s.decode_ms,
+                 s.decode_ms > 0 ? static_cast<double>(s.completion_tokens) / (s.decode_ms / 1e3) : 0.0, queue_ms,
+                 finish_reason_name(r->finish));
+        if (impl->options.timing) {
+          const PhaseMillis& p = s.phases;
+          const double n = static_cast<double>(std::max<int64_t>(s.completion_tokens + s.prompt_tokens - s.cached_tokens, 1));
+          log_info("%s: timing (ms total / per token): hc %.1f/%.3f attention %.1f/%.3f compressor+indexer %.1f/%.3f "
+                   "moe %.1f/%.3f head %.1f/%.3f embed %.1f/%.3f sampling %.1f",
+                   job.route.c_str(), p.hc, p.hc / n, p.attention, p.attention / n, p.compressor, p.compressor / n,
+                   p.moe, p.moe / n, p.head, p.head / n, p.embed, p.embed / n, p.sampling);
+        }
+      });
+  impl->install_routes();
+}
+
+Server::~Server() {
+  stop();
+  impl_->worker.reset();
+}
+
+Status Server::bind() {
+  Impl& m = *impl_;
+  if (m.options.port == 0) {
+    m.bound_port = m.http.bind_to_any_port(m.options.host.c_str());
+    if (m.bound_port < 0) return io_error("cannot bind " + m.options.host + " on any port");
+  } else {
+    if (!m.http.bind_to_port(m.options.host.c_str(), m.options.port))
+      return io_error("cannot bind " + m.options.host + ":" + std::to_string(m.options.port) +
+                      " (in use, or not an address of this machine)");
+    m.bound_port = m.options.port;
+  }
+  return ok_status();
+}
+
+int Server::port() const { return impl_->bound_port; }
+
+void Server::run() { impl_->http.listen_after_bind(); }
+
+void Server::stop() {
+  if (impl_->worker) impl_->worker->stop();
+  impl_->http.stop();
+}
+
+}  // namespace dsv4::server::serve

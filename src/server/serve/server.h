@@ -1,0 +1,54 @@
+// server/serve/server.h — `dsv4 serve`: the HTTP server over one Engine.
+//
+// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/messages (Anthropic),
+// GET /v1/models, GET /health, GET /props, GET /metrics; OPTIONS preflight when --cors is set.
+// Threads: cpp-httplib's pool runs handlers (parse, validate, render, tokenize, serialise); one
+// EngineWorker owns the engine's timeline (job_queue.h). Security defaults: binds 127.0.0.1,
+// no CORS headers unless --cors ORIGIN, optional API key (Bearer or x-api-key; constant-time
+// compare; /health stays open), body limit (413), read/write timeouts, bounded queue (429).
+//
+//   Server server(*engine, options);
+//   DSV4_RETURN_IF_ERROR(server.bind());   // port 0 → an ephemeral port, see port()
+//   server.run();                           // blocks until stop() (from another thread)
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "dsv4/engine.h"
+
+namespace dsv4::server::serve {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;                // empty = no auth
+  std::string cors_origin;            // empty = no CORS headers
+  int64_t max_queue = 16;             // waiting requests beyond the running one; more → 429
+  size_t max_body_bytes = 32u << 20;  // larger bodies → 413
+  int keepalive_ms = 2000;            // SSE ": keep-alive" comment interval while nothing else is sent
+  int http_threads = 64;              // connection threads (streams hold one each)
+  int read_timeout_s = 30;
+  bool timing = false;                // per-phase breakdown per request in the log
+  std::string model_alias;            // the id /v1/models reports (default: the GGUF file name)
+  std::string default_system_prompt;  // inserted when a chat request has no system message (off by default)
+};
+
+class Server {
+ public:
+  Server(Engine& engine, ServeOptions options);
+  ~Server();
+  Status bind();
+  int port() const;
+  void run();   // blocks
+  void stop();  // thread-safe; also cancels the running generation
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dsv4::server::serve
