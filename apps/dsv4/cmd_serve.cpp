@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "base/log.h"
@@ -17,7 +19,25 @@ struct ServeArgs {
   EngineArgs engine;
   server::serve::ServeOptions serve;
   int64_t max_body_mb = 32;
+  std::string replay_file;
 };
+
+// --replay FILE: one JSON string per line (the model output to emit for that request).
+Status read_replay(const std::string& path, std::vector<std::string>& out) {
+  std::ifstream f(path);
+  if (!f) return not_found(path + ": cannot open");
+  std::string line;
+  int n = 0;
+  while (std::getline(f, line)) {
+    ++n;
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_string())
+      return invalid_argument(path + ":" + std::to_string(n) + ": expected a JSON string per line");
+    out.push_back(j.get<std::string>());
+  }
+  return ok_status();
+}
 
 int run_serve(ServeArgs& a) {
   // Block SIGINT/SIGTERM in every thread; one thread waits for them and stops the server.
@@ -28,6 +48,14 @@ int run_serve(ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  if (!a.replay_file.empty()) {
+    if (Status s = read_replay(a.replay_file, a.serve.replay_outputs); !s.ok()) {
+      std::fprintf(stderr, "dsv4 serve: %s\n", s.to_string().c_str());
+      return 2;
+    }
+    log_warn("--replay: the first %zu requests emit recorded outputs instead of sampled tokens",
+             a.serve.replay_outputs.size());
+  }
   auto engine = load_engine(a.engine, "serve");
   if (!engine.ok()) {
     std::fprintf(stderr, "dsv4 serve: %s\n", engine.status().to_string().c_str());
@@ -86,6 +114,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--alias", a->serve.model_alias, "model id reported by /v1/models (default: the file name)");
   cmd->add_option("--default-system-prompt", a->serve.default_system_prompt,
                   "system prompt inserted when a chat request has none (off by default; shown in /props)");
+  cmd->add_option("--replay", a->replay_file,
+                  "debugging/tests: JSONL of output strings; request n emits line n instead of sampled tokens");
   cmd->callback([a, &exit_code] { exit_code = run_serve(*a); });
 }
 

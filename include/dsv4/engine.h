@@ -68,6 +68,10 @@ struct GenerateRequest {
   bool chat = true;                  // parse as DS4 chat output (reasoning, DSML tool calls); false = raw text
   bool thinking = false;             // chat: the prompt ended in <think> (text before </think> is reasoning)
   int32_t top_logprobs = -1;         // -1: no logprobs; 0..20: the chosen token's logprob and that many top ones
+  // Replay (debugging and tests: `dsv4 serve --replay`): the first ids emitted regardless of the
+  // logits — the forward pass, text pipeline, parser and stops run exactly as for sampled ids.
+  // An EOS id in the list ends the turn there.
+  std::vector<int32_t> forced_output;
 };
 
 struct GeneratedToken {

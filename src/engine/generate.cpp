@@ -32,6 +32,8 @@ Status validate(const GenerateRequest& r, const ModelInfo& info) {
                               std::to_string(r.max_tokens) + ") exceeds the context of " + std::to_string(info.ctx) +
                               " tokens");
   if (r.top_logprobs > 20) return out_of_range("top_logprobs must be at most 20");
+  for (int32_t t : r.forced_output)
+    if (t < 0 || t >= info.n_vocab) return out_of_range("forced token id " + std::to_string(t) + " is outside the vocabulary");
   for (const auto& [id, bias] : r.sampler.logit_bias) {
     (void)bias;
     if (id < 0 || id >= info.n_vocab) return out_of_range("logit_bias token id " + std::to_string(id) + " is outside the vocabulary");
@@ -101,7 +103,8 @@ Result<GenerationResult> Engine::generate(const GenerateRequest& req, Generation
     GeneratedToken tok;
     const auto t_sample = Clock::now();
     std::copy(m.logits.begin(), m.logits.end(), m.scratch.begin());
-    tok.id = sampler.sample(m.scratch);
+    tok.id = static_cast<size_t>(i) < req.forced_output.size() ? req.forced_output[static_cast<size_t>(i)]
+                                                              : sampler.sample(m.scratch);
     sampler.accept(tok.id);
     if (req.top_logprobs >= 0) tok.logprob = sampling::logprob_of(m.logits, tok.id, req.top_logprobs, tok.top).logprob;
     sampling_ms += ms_since(t_sample);

@@ -150,6 +150,13 @@ void Server::Impl::handle_generation(ApiKind kind, const httplib::Request& req, 
   if (prep.sampler_fixed)
     log_debug("%s: thinking mode: the client's sampling parameters are ignored", req.path.c_str());
 
+  if (!options.replay_outputs.empty()) {
+    const size_t k = replay_next.fetch_add(1);
+    if (k < options.replay_outputs.size()) {
+      prep.gen.forced_output = engine.tokenize(options.replay_outputs[k], /*parse_special=*/true);
+      prep.gen.forced_output.push_back(engine.info().eos_id);
+    }
+  }
   auto job = std::make_shared<Job>();
   job->request = prep.gen;
   job->route = req.path;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "dsv4/engine.h"
@@ -35,6 +36,10 @@ struct ServeOptions {
   bool timing = false;                // per-phase breakdown per request in the log
   std::string model_alias;            // the id /v1/models reports (default: the GGUF file name)
   std::string default_system_prompt;  // inserted when a chat request has no system message (off by default)
+  // --replay (debugging/tests): the n-th generation request emits replay_outputs[n] (tokenized
+  // with specials, then EOS) instead of sampled tokens; everything else runs for real. Past the
+  // end of the list, requests sample normally.
+  std::vector<std::string> replay_outputs;
 };
 
 class Server {

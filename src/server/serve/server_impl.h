@@ -28,6 +28,7 @@ struct Server::Impl {
   std::unique_ptr<EngineWorker> worker;
   int bound_port = -1;
   std::atomic<int64_t> cache_live{0}, cache_checkpoints{0}, cache_checkpoint_bytes{0};
+  std::atomic<size_t> replay_next{0};
   std::mutex id_mu;
   std::mt19937_64 id_rng{std::random_device{}()};
 

@@ -231,5 +231,32 @@ TEST_F(EngineTest, ChatModeSplitsReasoningAndIsDeterministic) {
   }
 }
 
+TEST_F(EngineTest, ForcedOutputReplaysThroughTheParser) {
+  // A complete DSML tool call replayed in thinking mode: the parser reports it and decoding stops
+  // at the block's end (finish tool_calls), exactly as if the model had sampled it.
+  const std::string dsml =
+      "plan</think>\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+      "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  GenerateRequest r = raw_request(random_prompt(12, 10), 200, 1.0f, 1);
+  r.chat = true;
+  r.thinking = true;
+  r.forced_output = engine_->tokenize(dsml, true);
+  r.forced_output.push_back(engine_->info().eos_id);
+  GenerationResult res;
+  const Collect c = run(*engine_, r, &res);
+  EXPECT_EQ(res.finish, FinishReason::kToolCalls);
+  std::string reasoning, args, name;
+  for (const auto& e : c.events) {
+    if (e.kind == tokenizer::DsmlEvent::Kind::kReasoning) reasoning += e.text;
+    if (e.kind == tokenizer::DsmlEvent::Kind::kToolCallBegin) name = e.name;
+    if (e.kind == tokenizer::DsmlEvent::Kind::kToolCallArguments) args += e.text;
+  }
+  EXPECT_EQ(reasoning, "plan");
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(args, "{\"city\": \"Paris\"}");
+  EXPECT_EQ(res.stats.reasoning_tokens, static_cast<int64_t>(engine_->tokenize("plan", true).size()) + 1);  // + </think>
+}
+
 }  // namespace
 }  // namespace dsv4
