@@ -1,38 +1,23 @@
 // server/api/openai_chat.cpp — OpenAI chat-completions request parsing and validation.
 //
-// Uses nlohmann::ordered_json so tool schemas keep the client's key order (the prompt prints them
-// in that order, and any reordering would change the rendered bytes and the KV cache key).
+// Uses nlohmann::ordered_json (request_json.h) so tool schemas keep the client's key order (the
+// prompt prints them in that order, and any reordering would change the rendered bytes and the KV
+// cache key). Sampling/stop/logprobs/stream fields are read by generation_params.cpp.
 #include "server/api/openai_chat.h"
 
-#include <nlohmann/json.hpp>
+#include "server/api/request_json.h"
 
 namespace dsv4::server::api {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-const char* type_name(const Json& j) {
-  switch (j.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return "a boolean";
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned: return "an integer";
-    case Json::value_t::number_float: return "a number";
-    case Json::value_t::string: return "a string";
-    case Json::value_t::array: return "an array";
-    case Json::value_t::object: return "an object";
-    default: return "an unsupported value";
-  }
-}
+constexpr Dialect kD = Dialect::kOpenAi;
 
 Status bad_type(const std::string& field, const char* expected, const Json& got) {
-  return invalid_argument("Invalid type for '" + field + "': expected " + expected + ", but got " + type_name(got) +
-                          ".");
+  return err_type(kD, field, expected, got);
 }
-Status missing(const std::string& field) { return invalid_argument("Missing required parameter: '" + field + "'."); }
-Status bad_value(const std::string& field, const std::string& value, const std::string& supported) {
-  return invalid_argument("Invalid value for '" + field + "': '" + value + "'. Supported values are: " + supported +
-                          ".");
+Status missing(const std::string& field) { return err_missing(kD, field); }
+Status bad_value(const std::string& field, const std::string& value, const std::vector<std::string>& supported) {
+  return err_enum(kD, field, value, supported);
 }
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
@@ -51,6 +36,7 @@ Result<std::string> get_string(const Json& obj, const std::string& key, const st
 Result<std::string> parse_content(const Json& c, const std::string& field) {
   if (c.is_string()) return c.get<std::string>();
   if (!c.is_array()) return bad_type(field, "a string or an array of content parts", c);
+  if (c.empty()) return err_array_length(kD, field, /*too_long=*/false, 1, 0);
   std::string out;
   for (size_t i = 0; i < c.size(); ++i) {
     const std::string pf = field + "[" + std::to_string(i) + "]";
@@ -58,7 +44,7 @@ Result<std::string> parse_content(const Json& c, const std::string& field) {
     if (!part.is_object()) return bad_type(pf, "an object", part);
     DSV4_ASSIGN_OR_RETURN(std::string type, get_string(part, "type", pf + ".type", true));
     if (type != "text")
-      return invalid_argument("Invalid value for '" + pf + ".type': '" + type +
+      return invalid_argument("Invalid value for '" + pf + ".type': '" + clip(type) +
                               "'. Only 'text' content parts are supported.");
     DSV4_ASSIGN_OR_RETURN(std::string text, get_string(part, "text", pf + ".text", true));
     if (i) out += "\n\n";
@@ -71,7 +57,7 @@ Result<ApiMessage> parse_message(const Json& m, const std::string& field) {
   if (!m.is_object()) return bad_type(field, "an object", m);
   ApiMessage out;
   DSV4_ASSIGN_OR_RETURN(out.role, get_string(m, "role", field + ".role", true));
-  static const char* kRoles = "'system', 'user', 'developer', 'assistant', 'tool' and 'latest_reminder'";
+  static const std::vector<std::string> kRoles = {"system", "user", "developer", "assistant", "tool", "latest_reminder"};
   if (out.role != "system" && out.role != "user" && out.role != "developer" && out.role != "assistant" &&
       out.role != "tool" && out.role != "latest_reminder")
     return bad_value(field + ".role", out.role, kRoles);
@@ -100,7 +86,7 @@ Result<ApiMessage> parse_message(const Json& m, const std::string& field) {
         ApiToolCall call;
         DSV4_ASSIGN_OR_RETURN(call.id, get_string(tc, "id", tf + ".id", false));
         DSV4_ASSIGN_OR_RETURN(std::string type, get_string(tc, "type", tf + ".type", false));
-        if (!type.empty() && type != "function") return bad_value(tf + ".type", type, "'function'");
+        if (!type.empty() && type != "function") return bad_value(tf + ".type", type, {"function"});
         auto fn = tc.find("function");
         if (fn == tc.end()) return missing(tf + ".function");
         if (!fn->is_object()) return bad_type(tf + ".function", "an object", *fn);
@@ -119,13 +105,14 @@ Result<ApiMessage> parse_message(const Json& m, const std::string& field) {
 
 Result<std::vector<ApiTool>> parse_tools(const Json& t) {
   if (!t.is_array()) return bad_type("tools", "an array", t);
+  if (t.size() > kMaxTools) return err_array_length(kD, "tools", /*too_long=*/true, kMaxTools, t.size());
   std::vector<ApiTool> out;
   for (size_t i = 0; i < t.size(); ++i) {
     const std::string f = "tools[" + std::to_string(i) + "]";
     const Json& tool = t[i];
     if (!tool.is_object()) return bad_type(f, "an object", tool);
     DSV4_ASSIGN_OR_RETURN(std::string type, get_string(tool, "type", f + ".type", true));
-    if (type != "function") return bad_value(f + ".type", type, "'function'");
+    if (type != "function") return bad_value(f + ".type", type, {"function"});
     auto fn = tool.find("function");
     if (fn == tool.end()) return missing(f + ".function");
     if (!fn->is_object()) return bad_type(f + ".function", "an object", *fn);
@@ -149,12 +136,12 @@ Result<ToolChoice> parse_tool_choice(const Json& t) {
     if (s == "auto") out.kind = ToolChoiceKind::kAuto;
     else if (s == "none") out.kind = ToolChoiceKind::kNone;
     else if (s == "required") out.kind = ToolChoiceKind::kRequired;
-    else return bad_value("tool_choice", s, "'none', 'auto', 'required' or a function object");
+    else return bad_value("tool_choice", s, {"none", "auto", "required"});
     return out;
   }
   if (!t.is_object()) return bad_type("tool_choice", "a string or an object", t);
   DSV4_ASSIGN_OR_RETURN(std::string type, get_string(t, "type", "tool_choice.type", true));
-  if (type != "function") return bad_value("tool_choice.type", type, "'function'");
+  if (type != "function") return bad_value("tool_choice.type", type, {"function"});
   auto fn = t.find("function");
   if (fn == t.end()) return missing("tool_choice.function");
   if (!fn->is_object()) return bad_type("tool_choice.function", "an object", *fn);
@@ -177,7 +164,7 @@ Result<ThinkingVote> parse_effort(const Json& v, const std::string& field) {
   if (s == "none") vote.enabled = false;
   else if (s == "minimal" || s == "low" || s == "medium" || s == "high" || s == "xhigh") vote.effort = ReasoningEffort::kHigh;
   else if (s == "max" || s == "ultra") vote.effort = ReasoningEffort::kMax;
-  else return bad_value(field, s, "'none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max' and 'ultra'");
+  else return bad_value(field, s, {"none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"});
   return vote;
 }
 
@@ -189,7 +176,7 @@ Status resolve_thinking(const Json& body, ChatCompletionRequest& out) {
     } else {
       if (!it->is_object()) return bad_type("thinking", "an object", *it);
       DSV4_ASSIGN_OR_RETURN(std::string type, get_string(*it, "type", "thinking.type", true));
-      if (type != "enabled" && type != "disabled") return bad_value("thinking.type", type, "'enabled' and 'disabled'");
+      if (type != "enabled" && type != "disabled") return bad_value("thinking.type", type, {"enabled", "disabled"});
       votes.push_back({"thinking.type", type == "enabled", std::nullopt});
     }
   }
@@ -242,50 +229,68 @@ Status parse_response_format(const Json& rf, ChatCompletionRequest& out) {
     if (js == rf.end()) return missing("response_format.json_schema");
     if (!js->is_object()) return bad_type("response_format.json_schema", "an object", *js);
   } else if (type != "json_object") {
-    return bad_value("response_format.type", type, "'text', 'json_object' and 'json_schema'");
+    return bad_value("response_format.type", type, {"text", "json_object", "json_schema"});
   }
   out.response_format_json = dump(rf);
+  return ok_status();
+}
+
+// Parameters of OpenAI features this server does not have: a clear 400 rather than a silent ignore.
+Status reject_unsupported(const Json& body) {
+  if (const Json* f = find_field(body, "functions"); f != nullptr && !(f->is_array() && f->empty()))
+    return err_unsupported(kD, "functions", "the legacy 'functions' parameter is not supported; use 'tools' instead.");
+  if (find_field(body, "function_call") != nullptr)
+    return err_unsupported(kD, "function_call",
+                           "the legacy 'function_call' parameter is not supported; use 'tool_choice' instead.");
+  if (find_field(body, "audio") != nullptr)
+    return err_unsupported(kD, "audio", "audio output is not supported by this server.");
+  if (const Json* m = find_field(body, "modalities")) {
+    if (!m->is_array()) return bad_type("modalities", "an array", *m);
+    for (size_t i = 0; i < m->size(); ++i) {
+      const std::string f = "modalities[" + std::to_string(i) + "]";
+      if (!(*m)[i].is_string()) return bad_type(f, "a string", (*m)[i]);
+      const std::string mod = (*m)[i].get<std::string>();
+      if (mod == "audio") return err_unsupported(kD, f, "audio output is not supported by this server.");
+      if (mod != "text") return bad_value(f, mod, {"text"});
+    }
+  }
+  if (find_field(body, "prediction") != nullptr)
+    return err_unsupported(kD, "prediction", "predicted outputs are not supported by this server.");
+  if (find_field(body, "web_search_options") != nullptr)
+    return err_unsupported(kD, "web_search_options", "web search is not supported by this server.");
   return ok_status();
 }
 
 }  // namespace
 
 Result<ChatCompletionRequest> parse_chat_completion_request(std::string_view json_text) {
-  Json body = Json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded())
-    return invalid_argument("We could not parse the JSON body of your request. (The request body is not valid JSON.)");
-  if (!body.is_object()) return bad_type("body", "an object", body);
+  DSV4_ASSIGN_OR_RETURN(Json body, parse_json_body(json_text, kD));
   ChatCompletionRequest out;
   DSV4_ASSIGN_OR_RETURN(out.model, get_string(body, "model", "model", false));
   auto msgs = body.find("messages");
   if (msgs == body.end()) return missing("messages");
   if (!msgs->is_array()) return bad_type("messages", "an array", *msgs);
-  if (msgs->empty()) return invalid_argument("Invalid 'messages': empty array. Expected an array with minimum length 1.");
+  if (msgs->empty()) return err_array_length(kD, "messages", /*too_long=*/false, 1, 0);
   for (size_t i = 0; i < msgs->size(); ++i) {
     DSV4_ASSIGN_OR_RETURN(ApiMessage m, parse_message((*msgs)[i], "messages[" + std::to_string(i) + "]"));
     out.messages.push_back(std::move(m));
   }
+  DSV4_RETURN_IF_ERROR(reject_unsupported(body));
   if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
     DSV4_ASSIGN_OR_RETURN(out.tools, parse_tools(*it));
   }
   if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
     DSV4_ASSIGN_OR_RETURN(out.tool_choice, parse_tool_choice(*it));
   }
+  DSV4_ASSIGN_OR_RETURN(std::optional<bool> parallel, read_bool(body, "parallel_tool_calls", "parallel_tool_calls", kD));
+  (void)parallel;  // accepted and ignored: the model decides how many calls it makes
   DSV4_RETURN_IF_ERROR(resolve_thinking(body, out));
   if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
     DSV4_RETURN_IF_ERROR(parse_response_format(*it, out));
   }
-  if (auto it = body.find("stream"); it != body.end() && !it->is_null()) {
-    if (!it->is_boolean()) return bad_type("stream", "a boolean", *it);
-    out.stream = it->get<bool>();
-  }
-  for (const char* key : {"max_completion_tokens", "max_tokens"}) {
-    if (auto it = body.find(key); it != body.end() && !it->is_null() && !out.max_tokens) {
-      if (!it->is_number_integer()) return bad_type(key, "an integer", *it);
-      if (it->get<int64_t>() < 1) return invalid_argument(std::string("Invalid '") + key + "': must be at least 1.");
-      out.max_tokens = it->get<int64_t>();
-    }
-  }
+  DSV4_RETURN_IF_ERROR(parse_openai_generation_params(body, OpenAiRoute::kChat, out.params));
+  out.stream = out.params.stream;
+  out.max_tokens = out.params.max_tokens;
   return out;
 }
 

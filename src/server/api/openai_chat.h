@@ -21,6 +21,14 @@
 //     nlohmann_json, so it prints as a float where Python would print every digit.
 //   - response_format {"type":"text"} means no constraint (empty response_format_json); json_object
 //     and json_schema keep the whole object as JSON text for the response-format block.
+//   - Unknown top-level keys are IGNORED, not rejected: clients (Open WebUI, LangChain, LiteLLM)
+//     send vendor extras, and OpenAI's own "Unrecognized request argument" 400 would break them.
+//     Known keys are always type- and range-checked (generation_params.cpp), and known OpenAI
+//     features this server lacks are a 400 naming the field: audio, modalities containing "audio",
+//     prediction, web_search_options, n > 1, and the legacy functions/function_call (→ use tools).
+//     Accepted and ignored: user, metadata, store, service_tier, parallel_tool_calls (types checked).
+//   - Limits: at most 128 tools; content-part arrays must not be empty; the body must be valid
+//     UTF-8 and nest at most 256 levels (request_json.h).
 //
 //   auto req = server::api::parse_chat_completion_request(body);
 //   if (!req.ok()) return http_400(req.status().message());

@@ -7,6 +7,25 @@
 //
 // Streaming: one *Stream object per response. Each method returns the complete SSE text to write
 // ("data: {...}\n\n" for OpenAI, "event: X\ndata: {...}\n\n" for Anthropic), possibly empty.
+// A stream whose begin() was not called emits it before its first output.
+//
+// Decisions:
+//   - FinishReason::kCancelled → OpenAI "length", Anthropic "max_tokens": the output was cut short
+//     (not a natural end), told with values every SDK knows; usually nobody reads it anyway.
+//   - A tool call's arguments that are not a JSON object become Anthropic input {"arguments": text}
+//     (empty → {}), mirroring the DS4 rule for non-JSON arguments.
+//   - Anthropic usage: input_tokens = prompt_tokens - cached_tokens (Anthropic counts cache reads
+//     separately), cache_read_input_tokens = cached_tokens, cache_creation_input_tokens = 0; the
+//     final message_delta repeats input/cache counts (known only at the end) with output_tokens.
+//   - An Anthropic response with no blocks at all gets one empty text block (content[0] exists).
+//   - Logprob values that are not finite print as -9999.0 (OpenAI's floor), JSON has no -inf.
+//   - OpenAI chat streams: logprobs ride the chunk made from the same events() call (the last one
+//     when it makes several); tokens that produced no visible text keep theirs for the next chunk
+//     (at worst the finish chunk). Every chunk carries "logprobs" (null when not asked).
+//   - The llama.cpp-style `timings` object rides the non-streamed response and the streamed chunk
+//     that carries finish_reason.
+//   - Completions logprobs.text_offset counts Unicode code points from the start of the generated
+//     text (echo is refused together with logprobs, so that is the start of `text`).
 //
 //   OpenAiChatStream s(meta, /*include_usage=*/true, /*logprobs=*/false);
 //   write(s.begin());
@@ -84,8 +103,10 @@ struct ApiError {
   std::string code;   // OpenAI only; empty → null (e.g. "context_length_exceeded")
 };
 // Status → ApiError: kInvalidArgument/kOutOfRange/kUnsupported/kNotFound → 400
-// invalid_request_error, kResourceExhausted → 400 (context) , kCancelled → 499, else 500
-// (server_error / api_error).
+// invalid_request_error, kResourceExhausted → 400 invalid_request_error with code
+// "context_length_exceeded", kCancelled → 499 "request_cancelled", else 500 server_error.
+// For 4xx the OpenAI `param` is recovered from the message: the leading "path: " of an
+// Anthropic-style message, else the first quoted field path ('messages[0].role'); 'body' → none.
 ApiError api_error_from_status(const Status& s);
 // {"error":{"message":…,"type":…,"param":…,"code":…}}
 std::string openai_error_json(const ApiError& e);
@@ -93,6 +114,9 @@ std::string openai_error_json(const ApiError& e);
 // (invalid_request_error, authentication_error, not_found_error, request_too_large,
 // rate_limit_error, api_error, overloaded_error).
 std::string anthropic_error_json(const ApiError& e);
+
+const char* openai_finish_reason(FinishReason f);                           // stop|length|tool_calls
+const char* anthropic_stop_reason(FinishReason f, const std::string& stop_sequence);  // end_turn|…
 
 // --- OpenAI chat completions ---------------------------------------------------------------
 std::string openai_chat_response_json(const ResponseMeta& meta, const CompletionOutput& out, bool logprobs);
@@ -109,6 +133,8 @@ class OpenAiChatStream {
  private:
   ResponseMeta meta_;
   bool include_usage_, logprobs_;
+  bool begun_ = false;
+  std::vector<TokenLogprobInfo> pending_lps_;  // logprobs not yet sent (no chunk since)
 };
 
 // --- OpenAI completions (raw prompt) -------------------------------------------------------
@@ -122,6 +148,7 @@ class OpenAiCompletionStream {
  private:
   ResponseMeta meta_;
   bool include_usage_, logprobs_;
+  int64_t text_offset_ = 0;  // code points of token text sent so far (logprobs.text_offset)
 };
 
 // --- Anthropic messages --------------------------------------------------------------------
@@ -137,7 +164,10 @@ class AnthropicStream {
   std::string ping();
   std::string error(const ApiError& e);  // event: error
  private:
+  std::string open_block(int kind, const std::string& block_json);
+  std::string close_block();
   ResponseMeta meta_;
+  bool begun_ = false;
   int block_index_ = -1;          // index of the open block, -1 = none
   int open_kind_ = -1;            // OutputEvent::Kind of the open block (reasoning/content/tool)
   int tool_blocks_ = 0;
