@@ -42,7 +42,8 @@ inline std::string write_tiny_tokenizer_json(const std::string& path) {
 
 // Writes the model (once) and returns its path.
 inline const std::string& tiny_engine_model() {
-  static std::string path = [] {
+  // Leaked on purpose: the atexit handler below must still see it after statics are destroyed.
+  static const std::string& path = *new std::string([] {
     const std::string dir = ::testing::TempDir();
     const std::string tok = write_tiny_tokenizer_json(dir + "/engine_tiny_tokenizer.json");
     const std::string out = dir + "/engine_tiny_" + std::to_string(::getpid()) + ".gguf";
@@ -51,9 +52,10 @@ inline const std::string& tiny_engine_model() {
     ThreadPool pool(2);
     const Status s = tools::write_synth(plan, 5, out, pool);
     EXPECT_TRUE(s.ok()) << s.to_string();
-    std::atexit([] { std::remove(tiny_engine_model().c_str()); });
     return out;
-  }();
+  }());
+  static const bool cleanup = [] { return std::atexit([] { std::remove(tiny_engine_model().c_str()); }) == 0; }();
+  (void)cleanup;
   return path;
 }
 
