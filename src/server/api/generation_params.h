@@ -2,7 +2,10 @@
 // a request body (OpenAI chat/completions, Anthropic messages). Values stay optional: serve
 // decides defaults (DeepSeek guidance: temperature 1, top_p 1, min_p 0.05) and the thinking-mode
 // rule (in thinking mode the sampler is fixed, like the DeepSeek API), so the parser only checks
-// types and ranges and names the offending field.
+// types and ranges and names the offending field. Filled by parse_chat_completion_request,
+// parse_completion_request (both via parse_openai_generation_params in the room-internal
+// request_json.h) and parse_anthropic_messages_request. logit_bias token ids are only checked to
+// be decimal 0..2^31-1 here; serve checks them against the vocabulary.
 #pragma once
 
 #include <cstdint>

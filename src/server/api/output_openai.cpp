@@ -115,7 +115,8 @@ bool is_path(const std::string& s) {
 }
 
 std::string param_from_message(const std::string& m) {
-  if (size_t colon = m.find(": "); colon != std::string::npos && is_path(m.substr(0, colon))) return m.substr(0, colon);
+  if (size_t colon = m.find(": "); colon != std::string::npos && is_path(m.substr(0, colon)))
+    return m.compare(0, colon, "body") == 0 ? std::string() : m.substr(0, colon);
   for (size_t q = m.find('\''); q != std::string::npos;) {
     const size_t e = m.find('\'', q + 1);
     if (e == std::string::npos) break;

@@ -106,6 +106,7 @@ TEST(Output, ApiErrorFromStatus) {
   EXPECT_EQ(api_error_from_status(not_found("x")).http_status, 400);
   EXPECT_EQ(api_error_from_status(invalid_argument("messages.0.role: Input should be 'user'")).param, "messages.0.role");
   EXPECT_EQ(api_error_from_status(invalid_argument("Invalid type for 'body': expected an object")).param, "");
+  EXPECT_EQ(api_error_from_status(invalid_argument("body: Input should be a valid dictionary")).param, "");
   EXPECT_EQ(api_error_from_status(invalid_argument("We could not parse the JSON body of your request. (x)")).param, "");
   ApiError ctx = api_error_from_status(resource_exhausted("too long"));
   EXPECT_EQ(ctx.http_status, 400);
