@@ -6,9 +6,10 @@
 //
 // Determinism: the same config (incl. seed), the same logits and the same accepted history give
 // the same id on every machine and thread count. Everything here runs on one thread, every
-// reduction is a plain left-to-right loop in a fixed order, every sort is (value desc, id asc),
-// and the RNG is our own (xoshiro256** seeded through splitmix64), never std::*_distribution
-// (whose output differs between standard libraries).
+// reduction runs in one fixed order (sampling/weights.h), every sort is (value desc, id asc), the
+// exponential is our own float code rather than libm's, and the RNG is our own (xoshiro256**
+// seeded through splitmix64), never std::*_distribution (whose output differs between standard
+// libraries).
 //
 // Order of transforms in Sampler::sample (llama.cpp's order, documented for users in the README):
 //   1. logit_bias (added to the raw logit; −100 bans a token in practice, like OpenAI)
@@ -17,11 +18,14 @@
 //      (OpenAI rule). The history is what accept() recorded: the completion's tokens, not the prompt.
 //   3. temperature == 0 → greedy: the highest logit, ties to the lowest id. Done.
 //   4. top-k (0 = off): keep the k highest (ties by lowest id).
-//   5. softmax at the temperature (max subtracted, own exp from det_math-like code is not needed:
-//      std::exp is deterministic for a given libm and input; CUDA never runs the sampler).
+//   5. softmax at the temperature: weights e^((l − max)/T) from sampling/weights.h (plain IEEE
+//      float code, so the bits do not depend on the C library; CUDA never runs the sampler).
 //   6. top-p (1 = off): keep the smallest prefix of the sorted list whose mass reaches p (at least 1).
 //   7. min-p (0 = off): drop candidates whose probability < min_p · p_max (at least 1 kept).
-//   8. renormalise, draw u in [0,1) from the RNG (53-bit double), walk the sorted list.
+//   8. renormalise, draw u in [0,1) from the RNG (53-bit double), walk the sorted list. With
+//      top-k, top-p and min-p all off nothing is cut, so the walk goes in id order instead (no sort
+//      of the vocabulary; still deterministic). Every call with temperature > 0 consumes exactly
+//      one draw; greedy consumes none. sampler.cpp's banner states the exact weights and cut rules.
 //
 //   sampling::SamplerConfig cfg; cfg.temperature = 0.7f; cfg.seed = 42;
 //   sampling::Sampler s(cfg, n_vocab);
