@@ -20,7 +20,7 @@ std::atomic<bool> g_interrupted{false};
 void on_sigint(int) { g_interrupted = true; }
 
 struct ChatArgs {
-  EngineArgs engine;
+  EngineLoadArgs engine;
   std::string prompt;        // -p: one shot
   std::string system;
   bool no_think = false;

@@ -16,7 +16,7 @@ namespace dsv4::app {
 namespace {
 
 struct ServeArgs {
-  EngineArgs engine;
+  EngineLoadArgs engine;
   server::serve::ServeOptions serve;
   int64_t max_body_mb = 32;
   std::string replay_file;
@@ -88,7 +88,7 @@ int run_serve(ServeArgs& a) {
 
 }  // namespace
 
-void add_engine_options(CLI::App* cmd, EngineArgs& e) {
+void add_engine_options(CLI::App* cmd, EngineLoadArgs& e) {
   cmd->add_option("-m,--model", e.model, "model .gguf (default: the built-in random-weight tiny model)");
   cmd->add_option("--ctx", e.ctx, "context size in tokens (default: min(model's context, 32768))");
   cmd->add_option("--prefill-chunk", e.prefill_chunk, "tokens per prefill step (speed only)")->capture_default_str();

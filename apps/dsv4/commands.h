@@ -18,8 +18,8 @@ void add_render_command(CLI::App& app, int& exit_code);     // render (chat prom
 void add_serve_command(CLI::App& app, int& exit_code);      // serve (HTTP server)
 void add_chat_command(CLI::App& app, int& exit_code);       // chat (interactive REPL)
 
-struct EngineArgs;
+struct EngineLoadArgs;
 // -m, --ctx, --prefill-chunk, --checkpoint-interval, --max-checkpoints, --timing (serve and chat).
-void add_engine_options(CLI::App* cmd, EngineArgs& e);
+void add_engine_options(CLI::App* cmd, EngineLoadArgs& e);
 
 }  // namespace dsv4::app

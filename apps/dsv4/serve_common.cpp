@@ -18,7 +18,7 @@ namespace dsv4::app {
 
 std::string default_model_path() { return DSV4_DEFAULT_MODEL; }
 
-Result<std::unique_ptr<Engine>> load_engine(const EngineArgs& a, const char* cmd) {
+Result<std::unique_ptr<Engine>> load_engine(const EngineLoadArgs& a, const char* cmd) {
   EngineOptions o;
   o.model_path = a.model.empty() ? default_model_path() : a.model;
   if (o.model_path.empty() || !std::filesystem::exists(o.model_path)) {

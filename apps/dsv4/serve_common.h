@@ -9,7 +9,7 @@
 
 namespace dsv4::app {
 
-struct EngineArgs {
+struct EngineLoadArgs {
   std::string model;             // empty = the build's default model (random weights)
   int64_t ctx = 0;               // 0 = min(the model's training context, 32768)
   int64_t prefill_chunk = 512;
@@ -20,6 +20,6 @@ struct EngineArgs {
 
 // The model the build generates (tiny DS4 shape, random weights, the real tokenizer).
 std::string default_model_path();
-Result<std::unique_ptr<Engine>> load_engine(const EngineArgs& a, const char* cmd);
+Result<std::unique_ptr<Engine>> load_engine(const EngineLoadArgs& a, const char* cmd);
 
 }  // namespace dsv4::app

@@ -29,7 +29,10 @@ def client(server):
     return anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
 
 
-def ask(client, **kw):
+def ask(client, temperature=None, **kw):
+    # anthropic 2.x dropped temperature/top_p/top_k from create(); the API still takes them.
+    if temperature is not None:
+        kw["extra_body"] = {"temperature": temperature}
     kw.setdefault("model", "dsv4")
     kw.setdefault("max_tokens", 24)
     kw.setdefault("messages", [{"role": "user", "content": "Name a colour."}])
@@ -47,13 +50,15 @@ def test_message_without_thinking(client):
 def test_message_with_thinking_has_a_thinking_block(client):
     m = ask(client, thinking={"type": "enabled", "budget_tokens": 1024}, max_tokens=30,
             system="You are terse.")
+    a = ask(client, thinking={"type": "adaptive"}, output_config={"effort": "high"}, max_tokens=5)
+    assert a.content and a.content[0].type == "thinking"
     kinds = [b.type for b in m.content]
     assert kinds and kinds[0] == "thinking"  # a random model rarely closes </think>: reasoning first
     assert set(kinds) <= {"thinking", "text"}
 
 
 def test_stream_matches_non_stream_greedy(client):
-    kw = dict(thinking={"type": "disabled"}, temperature=0, max_tokens=20)
+    kw = dict(thinking={"type": "disabled"}, extra_body={"temperature": 0}, max_tokens=20)
     whole = ask(client, **kw)
     with client.messages.stream(model="dsv4", messages=[{"role": "user", "content": "Name a colour."}], **kw) as st:
         events = [e.type for e in st]
