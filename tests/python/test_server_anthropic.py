@@ -126,3 +126,12 @@ def test_tool_use_round_trip(tool_server):
     with pytest.raises(anthropic.AuthenticationError):
         anthropic.Anthropic(base_url=tool_server.url, api_key="nope", max_retries=0).messages.create(
             model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+
+
+def test_count_tokens(client):
+    msgs = [{"role": "user", "content": "Name a colour."}]
+    n = client.messages.count_tokens(model="dsv4", messages=msgs)
+    m = ask(client, messages=msgs, max_tokens=1, thinking={"type": "enabled", "budget_tokens": 1024})
+    assert n.input_tokens == m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0)
+    longer = client.messages.count_tokens(model="dsv4", messages=msgs, system="Be brief. " * 20)
+    assert longer.input_tokens > n.input_tokens

@@ -217,3 +217,17 @@ def test_api_key(tmp_path):
         assert json.loads(out.stdout)["status"] == "ok"  # /health stays open
     finally:
         assert s.stop() == 0
+
+
+def test_model_retrieve_and_tokenize(client, server):
+    assert client.models.retrieve("dsv4-tiny-random").id == "dsv4-tiny-random"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-9")
+    import urllib.request
+    req = urllib.request.Request(server.url + "/tokenize", data=json.dumps({"content": "Hello<｜end▁of▁sentence｜>"}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    ids = json.load(urllib.request.urlopen(req))["tokens"]
+    assert len(ids) >= 2
+    req = urllib.request.Request(server.url + "/detokenize", data=json.dumps({"tokens": ids}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    assert json.load(urllib.request.urlopen(req))["content"] == "Hello<｜end▁of▁sentence｜>"

@@ -149,6 +149,49 @@ void Server::Impl::install_routes() {
   };
   http.Get("/v1/models", models);
   http.Get("/models", models);
+  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (id != model_id()) {
+      send_error(ApiKind::kChat, res, make_error(404, "invalid_request_error", "The model '" + id + "' does not exist.",
+                                                 "model_not_found"), "not_found");
+      return;
+    }
+    const ModelInfo& mi = engine.info();
+    res.set_content(nlohmann::json{{"id", model_id()}, {"object", "model"}, {"created", 0}, {"owned_by", "dsv4"},
+                                   {"context_length", mi.ctx}}.dump(),
+                    "application/json");
+  });
+  // llama.cpp-style helpers: text ↔ token ids with the model's tokenizer (specials are parsed).
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    auto j = nlohmann::json::parse(req.body, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("content") || !j["content"].is_string())
+      return send_error(ApiKind::kChat, res,
+                        make_error(400, "invalid_request_error", "Expected {\"content\": \"text\"}."), "bad_request");
+    const std::vector<int32_t> ids = engine.tokenize(j["content"].get<std::string>(), /*parse_special=*/true);
+    res.set_content(nlohmann::json{{"tokens", ids}}.dump(), "application/json");
+  });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    auto j = nlohmann::json::parse(req.body, nullptr, false);
+    std::vector<int32_t> ids;
+    bool ok = !j.is_discarded() && j.is_object() && j.contains("tokens") && j["tokens"].is_array();
+    if (ok)
+      for (const auto& v : j["tokens"]) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= engine.info().n_vocab) {
+          ok = false;
+          break;
+        }
+        ids.push_back(v.get<int32_t>());
+      }
+    if (!ok)
+      return send_error(ApiKind::kChat, res,
+                        make_error(400, "invalid_request_error",
+                                   "Expected {\"tokens\": [ids]} with ids below " + std::to_string(engine.info().n_vocab) + "."),
+                        "bad_request");
+    auto text = engine.detokenize(ids);
+    res.set_content(nlohmann::json{{"content", text.ok() ? *text : std::string()}}.dump(-1, ' ', false,
+                                                                                        nlohmann::json::error_handler_t::replace),
+                    "application/json");
+  });
   http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
     const ModelInfo& mi = engine.info();
     const SamplingDefaults d;
@@ -183,6 +226,24 @@ void Server::Impl::install_routes() {
   });
   http.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
     handle_generation(ApiKind::kAnthropic, req, res);
+  });
+  // Anthropic token counting (Claude Code asks before large requests): the rendered prompt's length.
+  http.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
+    std::string body = req.body;
+    auto j = nlohmann::ordered_json::parse(body, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && !j.contains("max_tokens")) {
+      j["max_tokens"] = 1;  // count_tokens has no max_tokens; the shared parser requires one
+      body = j.dump();
+    }
+    auto parsed = api::parse_anthropic_messages_request(body);
+    if (!parsed.ok())
+      return send_error(ApiKind::kAnthropic, res, api::api_error_from_status(parsed.status()), "bad_request");
+    PreparedRequest prep;
+    parsed->params.max_tokens = 1;
+    if (auto err = prepare_chat(engine, *parsed, ApiKind::kAnthropic, options.default_system_prompt, prep);
+        err && err->code != "context_length_exceeded")
+      return send_error(ApiKind::kAnthropic, res, *err, "bad_request");
+    res.set_content(nlohmann::json{{"input_tokens", prep.gen.prompt.size()}}.dump(), "application/json");
   });
 }
 
