@@ -42,7 +42,8 @@ Status unsupported_block(const std::string& field, const std::string& type) {
 }
 
 // `system`, or a tool_result's content: a string or a list of text blocks joined by "\n\n".
-Result<std::string> text_or_text_blocks(const Json& v, const std::string& field) {
+// Tool output may legitimately be empty, so tool_result text blocks may be empty (`allow_empty`).
+Result<std::string> text_or_text_blocks(const Json& v, const std::string& field, bool allow_empty) {
   if (v.is_string()) return v.get<std::string>();
   if (!v.is_array()) return err_type(kD, field, "a string or a list of text blocks", v);
   std::string out;
@@ -51,7 +52,12 @@ Result<std::string> text_or_text_blocks(const Json& v, const std::string& field)
     DSV4_ASSIGN_OR_RETURN(std::string type, block_type(v[i], bf));
     if (type == "image" || type == "document" || type == "search_result") return unsupported_block(bf, type);
     if (type != "text") return err_enum(kD, bf + ".type", type, {"text"});
-    DSV4_ASSIGN_OR_RETURN(std::string text, text_of(v[i], bf));
+    std::string text;
+    if (allow_empty) {
+      DSV4_ASSIGN_OR_RETURN(text, required_string(v[i], "text", bf + ".text", false));
+    } else {
+      DSV4_ASSIGN_OR_RETURN(text, text_of(v[i], bf));
+    }
     if (i) out += "\n\n";
     out += text;
   }
@@ -81,7 +87,7 @@ Status parse_user(const Json& content, const std::string& field, std::vector<Api
       m.role = "tool";
       DSV4_ASSIGN_OR_RETURN(m.tool_call_id, required_string(b, "tool_use_id", bf + ".tool_use_id", true));
       if (const Json* c = find_field(b, "content")) {
-        DSV4_ASSIGN_OR_RETURN(m.content, text_or_text_blocks(*c, bf + ".content"));
+        DSV4_ASSIGN_OR_RETURN(m.content, text_or_text_blocks(*c, bf + ".content", /*allow_empty=*/true));
       }
       DSV4_ASSIGN_OR_RETURN(std::optional<bool> is_error, read_bool(b, "is_error", bf + ".is_error", kD));
       (void)is_error;  // rendered as given: the encoder has no error marker
@@ -296,7 +302,7 @@ Result<ChatCompletionRequest> parse_anthropic_messages_request(std::string_view 
   DSV4_ASSIGN_OR_RETURN(std::optional<std::string> model, read_string(body, "model", "model", kD));
   out.model = model.value_or("");
   if (const Json* sys = find_field(body, "system")) {
-    DSV4_ASSIGN_OR_RETURN(std::string system, text_or_text_blocks(*sys, "system"));
+    DSV4_ASSIGN_OR_RETURN(std::string system, text_or_text_blocks(*sys, "system", /*allow_empty=*/false));
     if (!system.empty()) out.messages.push_back({"system", std::move(system), "", {}, "", ""});
   }
   DSV4_RETURN_IF_ERROR(parse_messages(body, out));

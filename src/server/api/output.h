@@ -19,6 +19,7 @@
 //     final message_delta repeats input/cache counts (known only at the end) with output_tokens.
 //   - An Anthropic response with no blocks at all gets one empty text block (content[0] exists).
 //   - Logprob values that are not finite print as -9999.0 (OpenAI's floor), JSON has no -inf.
+//   - Invalid UTF-8 in any output string is replaced by U+FFFD when serialised (never throws).
 //   - OpenAI chat streams: logprobs ride the chunk made from the same events() call (the last one
 //     when it makes several); tokens that produced no visible text keep theirs for the next chunk
 //     (at worst the finish chunk). Every chunk carries "logprobs" (null when not asked).

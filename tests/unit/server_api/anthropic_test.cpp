@@ -111,6 +111,23 @@ TEST(Anthropic, ToolRoundTripMapping) {
   EXPECT_EQ(r.tool_choice.kind, ToolChoiceKind::kRequired);
 }
 
+TEST(Anthropic, EmptyToolOutputIsFine) {
+  auto r = ok(body_with(R"("max_tokens":10,"messages":[{"role":"user","content":"q"},
+      {"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}},
+                                     {"type":"tool_use","id":"t2","name":"f","input":{}},
+                                     {"type":"tool_use","id":"t3","name":"f","input":{}}]},
+      {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":""},
+                                {"type":"tool_result","tool_use_id":"t2","content":[{"type":"text","text":""}]},
+                                {"type":"tool_result","tool_use_id":"t3"}]}])"));
+  ASSERT_EQ(r.messages.size(), 5u);
+  for (size_t i = 2; i < 5; ++i) {
+    EXPECT_EQ(r.messages[i].role, "tool");
+    EXPECT_EQ(r.messages[i].content, "");
+  }
+  EXPECT_ERR(with(R"("system":[{"type":"text","text":""}])"), kInvalidArgument,
+             "system.0.text: text content blocks must be non-empty");
+}
+
 TEST(Anthropic, ToolChoiceKinds) {
   EXPECT_EQ(ok(with(R"("tool_choice":{"type":"auto"})")).tool_choice.kind, ToolChoiceKind::kAuto);
   EXPECT_EQ(ok(with(R"("tool_choice":{"type":"none"})")).tool_choice.kind, ToolChoiceKind::kNone);

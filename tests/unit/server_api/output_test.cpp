@@ -190,6 +190,19 @@ TEST(Output, ChatResponseToolCallsAndLogprobs) {
   EXPECT_EQ(i["choices"][0]["logprobs"]["content"][0]["logprob"], -9999.0);
 }
 
+TEST(Output, InvalidUtf8InOutputIsReplacedNotThrown) {
+  CompletionOutput out;
+  out.content = "a\xff";
+  out.tool_calls = {{"t", "f", "{\"k\":\"\xc3\"}"}};
+  EXPECT_EQ(json::parse(openai_chat_response_json(meta("c"), out, false))["choices"][0]["message"]["content"],
+            "a\xef\xbf\xbd");
+  json a = json::parse(anthropic_message_response_json(meta("m"), out));
+  EXPECT_EQ(a["content"][0]["text"], "a\xef\xbf\xbd");
+  EXPECT_EQ(a["content"][1]["input"], json::parse(R"({"arguments":"{\"k\":\"\ufffd\"}"})"));
+  AnthropicStream s(meta("m"));
+  EXPECT_FALSE(anthropic_frames(s.events({ev(K::kToolCallBegin, "", 0, "t\xff", "f")})).empty());
+}
+
 TEST(Output, ChatStreamSequence) {
   OpenAiChatStream s(meta("chatcmpl-9"), /*include_usage=*/true, /*logprobs=*/false);
   std::string sse = s.begin();
