@@ -235,7 +235,7 @@ Result<ReasoningEffort> parse_effort(const Json& v, const std::string& field) {
   return err_enum(kD, field, s, {"low", "medium", "high", "max"});
 }
 
-// thinking {type: enabled (budget_tokens >= 1024) | adaptive | disabled}; effort from
+// thinking {type: enabled (budget_tokens >= 1024) | adaptive | between_tools | disabled}; effort from
 // output_config.effort or thinking.effort. Default: thinking on, effort high.
 Status parse_thinking(const Json& body, ChatCompletionRequest& out) {
   out.thinking = true;
@@ -252,8 +252,8 @@ Status parse_thinking(const Json& body, ChatCompletionRequest& out) {
       (void)budget;  // DeepSeek thinks until it is done; max_tokens is the only cap
     } else if (type == "disabled") {
       out.thinking = false;
-    } else if (type != "adaptive") {
-      return err_enum(kD, "thinking.type", type, {"enabled", "disabled", "adaptive"});
+    } else if (type != "adaptive" && type != "between_tools") {
+      return err_enum(kD, "thinking.type", type, {"enabled", "disabled", "adaptive", "between_tools"});
     }
     if (const Json* e = find_field(*th, "effort")) {
       DSV4_ASSIGN_OR_RETURN(effort, parse_effort(*e, "thinking.effort"));

@@ -3,6 +3,8 @@
 // message_delta, message_stop, ping, error). Built with ordered_json in the real API's key order.
 #include <nlohmann/json.hpp>
 
+#include "server/api/request_json.h"
+
 #include "server/api/output.h"
 
 namespace dsv4::server::api {
@@ -88,6 +90,7 @@ std::string anthropic_message_response_json(const ResponseMeta& meta, const Comp
             {"stop_reason", anthropic_stop_reason(out.finish, out.stop_sequence)},
             {"stop_sequence", stopped ? Json(out.stop_sequence) : Json(nullptr)}};
   j["usage"] = usage_json(out.usage, true);
+  j["timings"] = timings_json(out.usage);  // vendor extension (llama.cpp style); SDKs keep extras
   return dump(j);
 }
 
@@ -193,7 +196,8 @@ std::string AnthropicStream::finish(const CompletionOutput& out) {
   Json delta = {{"stop_reason", anthropic_stop_reason(out.finish, out.stop_sequence)},
                 {"stop_sequence", stopped ? Json(out.stop_sequence) : Json(nullptr)}};
   s += event("message_delta",
-             {{"type", "message_delta"}, {"delta", std::move(delta)}, {"usage", usage_json(out.usage, true)}});
+             {{"type", "message_delta"}, {"delta", std::move(delta)}, {"usage", usage_json(out.usage, true)},
+              {"timings", timings_json(out.usage)}});
   s += event("message_stop", {{"type", "message_stop"}});
   return s;
 }

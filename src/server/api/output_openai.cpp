@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api/output.h"
+#include "server/api/request_json.h"
 
 namespace dsv4::server::api {
 namespace {
 
-using Json = nlohmann::ordered_json;
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 std::string sse(const Json& j) { return "data: " + dump(j) + "\n\n"; }
@@ -71,18 +71,6 @@ Json usage_json(const Usage& u) {
           {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
 }
 
-// llama.cpp-style timings: prompt_n counts the prompt tokens actually computed (not reused).
-Json timings_json(const Usage& u) {
-  const int64_t prompt_n = u.prompt_tokens - u.cached_tokens;
-  return {{"prompt_n", prompt_n},
-          {"cached_n", u.cached_tokens},
-          {"prompt_ms", u.prefill_ms},
-          {"prompt_per_second", u.prefill_ms > 0 ? static_cast<double>(prompt_n) / (u.prefill_ms / 1e3) : 0.0},
-          {"predicted_n", u.completion_tokens},
-          {"predicted_ms", u.decode_ms},
-          {"predicted_per_second", u.decode_tokens_per_s}};
-}
-
 Json head(const ResponseMeta& meta, const char* object) {
   return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
 }
@@ -128,6 +116,19 @@ std::string param_from_message(const std::string& m) {
 }
 
 }  // namespace
+
+// llama.cpp-style timings: prompt_n counts the prompt tokens actually computed (not reused).
+Json timings_json(const Usage& u) {
+  const int64_t prompt_n = u.prompt_tokens - u.cached_tokens;
+  return {{"prompt_n", prompt_n},
+          {"cached_n", u.cached_tokens},
+          {"prompt_ms", u.prefill_ms},
+          {"prompt_per_second", u.prefill_ms > 0 ? static_cast<double>(prompt_n) / (u.prefill_ms / 1e3) : 0.0},
+          {"predicted_n", u.completion_tokens},
+          {"predicted_ms", u.decode_ms},
+          {"predicted_per_second", u.decode_tokens_per_s}};
+}
+
 
 ApiError api_error_from_status(const Status& s) {
   ApiError e;

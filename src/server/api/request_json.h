@@ -113,4 +113,9 @@ enum class OpenAiRoute { kChat, kCompletions };
 // the route's parser.
 Status parse_openai_generation_params(const Json& body, OpenAiRoute route, GenerationParams& out);
 
+struct Usage;
+// llama.cpp-style per-request timings (prompt_n computed, cached_n reused, ms and tokens/s), the
+// vendor `timings` object both APIs' responses carry (output_openai.cpp).
+Json timings_json(const Usage& u);
+
 }  // namespace dsv4::server::api

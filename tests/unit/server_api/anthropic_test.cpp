@@ -153,7 +153,7 @@ TEST(Anthropic, Thinking) {
   EXPECT_ERR(with(R"("thinking":{"type":"enabled","budget_tokens":1023})"), kOutOfRange,
              "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024");
   EXPECT_ERR(with(R"("thinking":{"type":"on"})"), kInvalidArgument,
-             "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive' (got 'on')");
+             "thinking.type: Input should be 'enabled', 'disabled', 'adaptive' or 'between_tools' (got 'on')");
   EXPECT_ERR(with(R"("thinking":true)"), kInvalidArgument, "thinking: Input should be a valid dictionary, got a boolean");
   EXPECT_ERR(with(R"("thinking":{})"), kInvalidArgument, "thinking.type: Field required");
   EXPECT_ERR(with(R"("output_config":{"effort":"huge"})"), kInvalidArgument,

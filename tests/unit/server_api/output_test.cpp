@@ -368,7 +368,8 @@ TEST(Output, AnthropicMessageExactShape) {
                {"type":"text","text":"Let me check."},
                {"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris","days":[1,2]}}],
     "stop_reason":"tool_use","stop_sequence":null,
-    "usage":{"input_tokens":60,"cache_creation_input_tokens":0,"cache_read_input_tokens":40,"output_tokens":20}})");
+    "usage":{"input_tokens":60,"cache_creation_input_tokens":0,"cache_read_input_tokens":40,"output_tokens":20},
+    "timings":{"prompt_n":60,"cached_n":40,"prompt_ms":120.0,"prompt_per_second":500.0,"predicted_n":20,"predicted_ms":400.0,"predicted_per_second":50.0}})");
   EXPECT_EQ(j, expected) << j.dump(2);
 }
 
@@ -437,7 +438,8 @@ TEST(Output, AnthropicStreamSequence) {
       "delta":{"type":"input_json_delta","partial_json":"{\"q\":1}"}})"));
   EXPECT_EQ(e[12].data, json::parse(R"({"type":"content_block_stop","index":2})"));
   EXPECT_EQ(e[13].data, json::parse(R"({"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},
-      "usage":{"input_tokens":60,"cache_creation_input_tokens":0,"cache_read_input_tokens":40,"output_tokens":20}})"));
+      "usage":{"input_tokens":60,"cache_creation_input_tokens":0,"cache_read_input_tokens":40,"output_tokens":20},
+      "timings":{"prompt_n":60,"cached_n":40,"prompt_ms":120.0,"prompt_per_second":500.0,"predicted_n":20,"predicted_ms":400.0,"predicted_per_second":50.0}})"));
   EXPECT_EQ(e[14].data, json::parse(R"({"type":"message_stop"})"));
 }
 
