@@ -18,13 +18,6 @@ TOOLS = [{"name": "get_weather", "description": "Weather for a city",
 
 
 @pytest.fixture(scope="module")
-def server():
-    s = Server()
-    yield s
-    assert s.stop() == 0
-
-
-@pytest.fixture(scope="module")
 def client(server):
     return anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
 

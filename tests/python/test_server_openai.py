@@ -25,13 +25,6 @@ NO_THINK = {"thinking": {"type": "disabled"}}
 
 
 @pytest.fixture(scope="module")
-def server():
-    s = Server()
-    yield s
-    assert s.stop() == 0
-
-
-@pytest.fixture(scope="module")
 def client(server):
     return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
 

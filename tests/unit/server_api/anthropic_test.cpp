@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "parse_test_util.h"
+
 #include "server/api/output.h"
 
 namespace dsv4::server::api {
@@ -15,23 +17,10 @@ const std::string kUser = R"("messages":[{"role":"user","content":"hi"}])";
 std::string body_with(const std::string& fields) { return "{" + fields + "}"; }
 
 ChatCompletionRequest ok(const std::string& body) {
-  auto r = parse_anthropic_messages_request(body);
-  EXPECT_TRUE(r.ok()) << body << " → " << r.status().to_string();
-  return r.ok() ? r.value() : ChatCompletionRequest{};
+  return testing::parse_ok(parse_anthropic_messages_request, body, body);
 }
 
-Status err(const std::string& body) {
-  auto r = parse_anthropic_messages_request(body);
-  EXPECT_FALSE(r.ok()) << body;
-  return r.ok() ? Status(StatusCode::kInternal, "parsed") : r.status();
-}
-
-#define EXPECT_ERR(body, status_code, text)                          \
-  do {                                                               \
-    Status s_ = err(body);                                           \
-    EXPECT_EQ(s_.code(), StatusCode::status_code) << s_.to_string(); \
-    EXPECT_EQ(s_.message(), text);                                   \
-  } while (0)
+Status err(const std::string& body) { return testing::parse_err(parse_anthropic_messages_request, body, body); }
 
 // A body with max_tokens and the standard user message plus `extra` fields.
 std::string with(const std::string& extra) {

@@ -5,29 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include "parse_test_util.h"
+
 #include "server/api/openai_chat.h"
 
 namespace dsv4::server::api {
 namespace {
 
-CompletionRequest ok(const std::string& body) {
-  auto r = parse_completion_request(body);
-  EXPECT_TRUE(r.ok()) << body << " → " << r.status().to_string();
-  return r.ok() ? r.value() : CompletionRequest{};
-}
+CompletionRequest ok(const std::string& body) { return testing::parse_ok(parse_completion_request, body, body); }
 
-Status err(const std::string& body) {
-  auto r = parse_completion_request(body);
-  EXPECT_FALSE(r.ok()) << body;
-  return r.ok() ? Status(StatusCode::kInternal, "parsed") : r.status();
-}
-
-#define EXPECT_ERR(body, status_code, text)                          \
-  do {                                                               \
-    Status s_ = err(body);                                           \
-    EXPECT_EQ(s_.code(), StatusCode::status_code) << s_.to_string(); \
-    EXPECT_EQ(s_.message(), text);                                   \
-  } while (0)
+Status err(const std::string& body) { return testing::parse_err(parse_completion_request, body, body); }
 
 TEST(Completions, PromptFormsAndDefaults) {
   auto r = ok(R"({"model":"m","prompt":"Once upon"})");

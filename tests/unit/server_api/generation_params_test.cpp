@@ -3,6 +3,8 @@
 // with its exact StatusCode and message, and the values that reach GenerationParams.
 #include <gtest/gtest.h>
 
+#include "parse_test_util.h"
+
 #include "server/api/openai_chat.h"
 #include "server/api/output.h"
 
@@ -14,23 +16,12 @@ std::string body_with(const std::string& fields) {
 }
 
 ChatCompletionRequest ok(const std::string& fields) {
-  auto r = parse_chat_completion_request(body_with(fields));
-  EXPECT_TRUE(r.ok()) << fields << " → " << r.status().to_string();
-  return r.ok() ? r.value() : ChatCompletionRequest{};
+  return testing::parse_ok(parse_chat_completion_request, body_with(fields), fields);
 }
 
 Status err(const std::string& fields) {
-  auto r = parse_chat_completion_request(body_with(fields));
-  EXPECT_FALSE(r.ok()) << fields;
-  return r.ok() ? Status(StatusCode::kInternal, "parsed") : r.status();
+  return testing::parse_err(parse_chat_completion_request, body_with(fields), fields);
 }
-
-#define EXPECT_ERR(fields, status_code, text)                  \
-  do {                                                         \
-    Status s_ = err(fields);                                   \
-    EXPECT_EQ(s_.code(), StatusCode::status_code) << s_.to_string(); \
-    EXPECT_EQ(s_.message(), text);                             \
-  } while (0)
 
 TEST(GenerationParams, DefaultsAreUnset) {
   auto r = ok("");
