@@ -90,11 +90,17 @@ int run_serve(ServeArgs& a) {
 
 void add_engine_options(CLI::App* cmd, EngineLoadArgs& e) {
   cmd->add_option("-m,--model", e.model, "model .gguf (default: the built-in random-weight tiny model)");
-  cmd->add_option("--ctx", e.ctx, "context size in tokens (default: min(model's context, 32768))");
-  cmd->add_option("--prefill-chunk", e.prefill_chunk, "tokens per prefill step (speed only)")->capture_default_str();
+  cmd->add_option("--ctx", e.ctx, "context size in tokens (default: min(model's context, 32768))")
+      ->check(CLI::Range(int64_t{16}, int64_t{1} << 24));
+  cmd->add_option("--prefill-chunk", e.prefill_chunk, "tokens per prefill step (speed only)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{65536}));
   cmd->add_option("--checkpoint-interval", e.checkpoint_interval, "prefix-cache rewind point every N tokens")
-      ->capture_default_str();
-  cmd->add_option("--max-checkpoints", e.max_checkpoints, "prefix-cache rewind points kept")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_option("--max-checkpoints", e.max_checkpoints, "prefix-cache rewind points kept")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_flag("--timing", e.timing, "log a per-phase time breakdown per request");
 }
 
@@ -103,14 +109,19 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("serve", "OpenAI- and Anthropic-compatible HTTP server");
   add_engine_options(cmd, a->engine);
   cmd->add_option("--host", a->serve.host, "address to bind (127.0.0.1 = this machine only)")->capture_default_str();
-  cmd->add_option("--port", a->serve.port, "port (0 = any free port)")->capture_default_str();
+  cmd->add_option("--port", a->serve.port, "port (0 = any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", a->serve.api_key, "require this key (Authorization: Bearer KEY or x-api-key)")
       ->envname("DSV4_API_KEY");
   cmd->add_option("--cors", a->serve.cors_origin, "allow browser requests from this origin (e.g. http://localhost:3000 or *)");
   cmd->add_option("--max-queue", a->serve.max_queue, "requests that may wait for the engine (more → 429)")
-      ->capture_default_str();
-  cmd->add_option("--max-body-mb", a->max_body_mb, "largest request body in MiB (larger → 413)")->capture_default_str();
-  cmd->add_option("--keepalive-ms", a->serve.keepalive_ms, "SSE keep-alive comment interval")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{100000}));
+  cmd->add_option("--max-body-mb", a->max_body_mb, "largest request body in MiB (larger → 413)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  cmd->add_option("--keepalive-ms", a->serve.keepalive_ms, "SSE keep-alive comment interval")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 600000));
   cmd->add_option("--alias", a->serve.model_alias, "model id reported by /v1/models (default: the file name)");
   cmd->add_option("--default-system-prompt", a->serve.default_system_prompt,
                   "system prompt inserted when a chat request has none (off by default; shown in /props)");
