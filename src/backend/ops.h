@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
@@ -26,6 +27,34 @@ struct Weight {
   const void* data = nullptr;
   int64_t row_bytes() const { return tensor_row_bytes(type, ne[0]); }
   bool valid() const { return data != nullptr; }
+};
+
+// A 2-D view of expert e of a 3-D weight [in, out, n_expert].
+inline Weight expert_view(const Weight& w, int64_t e) {
+  Weight v = w;
+  v.data = static_cast<const uint8_t*>(w.data) + e * w.ne[1] * w.row_bytes();
+  v.n_dims = 2;
+  v.ne[2] = 1;
+  return v;
+}
+
+// Rows [begin, end) of a 2-D weight as its own view (e.g. one output group's slice of W_oa).
+inline Weight row_view(const Weight& w, int64_t begin, int64_t end) {
+  Weight v = w;
+  v.data = static_cast<const uint8_t*>(w.data) + begin * w.row_bytes();
+  v.ne[1] = end - begin;
+  return v;
+}
+
+// One product of Ops::matmul_batch: y[t·y_stride + o] = Σ_i W[o][i]·x[t·x_stride + i] for a 2-D
+// weight (view), t < n_tokens. Strides 0 mean dense (W's ne[0] for x, ne[1] for y).
+struct MatmulJob {
+  Weight w;
+  const float* x = nullptr;
+  int64_t n_tokens = 0;
+  float* y = nullptr;
+  int64_t x_stride = 0;
+  int64_t y_stride = 0;
 };
 
 // Per-query key set of one attention call (see Ops::attention).
@@ -47,6 +76,10 @@ class Ops {
   virtual Status matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) = 0;
   // Same with expert `e` of a 3-D weight [in, out, n_expert].
   virtual Status matmul_expert(const Weight& w, int64_t e, const float* x, int64_t n_tokens, float* y) = 0;
+  // Every job exactly as matmul would compute it (same bits), in any order; lets a backend run
+  // many small products (experts, output groups, projections of one input) in one dispatch.
+  // No job's y may overlap any job's x.
+  virtual Status matmul_batch(std::span<const MatmulJob> jobs) = 0;
   // out[t][:] = dequantized row ids[t] of a 2-D weight (embedding lookup).
   virtual Status get_rows(const Weight& w, const int32_t* ids, int64_t n, float* out) = 0;
   // Dequantized copy of a small weight (norm weights, biases, hc params, ape), n elements.

@@ -56,14 +56,6 @@ class NestedPhaseTimer {
   std::chrono::steady_clock::time_point t0_;
 };
 
-// Rows [begin, end) of a 2-D weight (e.g. the output-group slice of W_oa) as its own view.
-Weight row_slice(const Weight& w, int64_t begin, int64_t end) {
-  Weight s = w;
-  s.data = static_cast<const uint8_t*>(w.data) + begin * w.row_bytes();
-  s.ne[1] = end - begin;
-  return s;
-}
-
 }  // namespace
 
 Status Session::hc_pre_block(const Weight& fn, const std::vector<float>& scale, const std::vector<float>& base,
@@ -93,8 +85,9 @@ Status Session::compressor_step(CompressorState& st, const std::vector<float>& x
   std::vector<float> a(static_cast<size_t>(total * width)), z(static_cast<size_t>(total * width));
   std::copy(st.a.begin(), st.a.begin() + ns * width, a.begin());
   std::copy(st.z.begin(), st.z.begin() + ns * width, z.begin());
-  DSV4_RETURN_IF_ERROR(ops_.matmul(kv_w, x.data(), n, a.data() + ns * width));
-  DSV4_RETURN_IF_ERROR(ops_.matmul(gate_w, x.data(), n, z.data() + ns * width));
+  const backend::MatmulJob kv_gate[] = {{kv_w, x.data(), n, a.data() + ns * width},
+                                         {gate_w, x.data(), n, z.data() + ns * width}};
+  DSV4_RETURN_IF_ERROR(ops_.matmul_batch(kv_gate));
   ops_.add_position_bias(z.data() + ns * width, n, width, ape.data(), r, pos.data());
   // Windows w with (w+1)·r − 1 inside the chunk.
   const int64_t w_lo = p0 / r, w_hi = (p0 + n) / r, n_new = w_hi - w_lo, n_cand = coff * r;
@@ -152,19 +145,20 @@ Status Session::attention_block(int64_t il, const std::vector<int64_t>& pos, std
   ops_.rms_norm(xc.data(), n, D, lw.attn_norm.data(), eps, x.data());
 
   // Query: c_q = norm(W_qa x); q = W_qb c_q, per-head unweighted norm, RoPE.
+  // Shared K = V row of each token, appended after the state's last W−1 rows; W_qa and W_kv share
+  // the input x, so they run as one batch.
+  const int64_t R = ls.raw_rows;
+  std::vector<float> raw(static_cast<size_t>((R + n) * d));
+  std::copy(ls.raw.begin(), ls.raw.begin() + R * d, raw.begin());
+  float* kv = raw.data() + R * d;
   std::vector<float> cq(static_cast<size_t>(n * s.q_lora_rank)), q(static_cast<size_t>(n * H * d));
-  DSV4_RETURN_IF_ERROR(ops_.matmul(lw.q_a, x.data(), n, cq.data()));
+  const backend::MatmulJob qa_kv[] = {{lw.q_a, x.data(), n, cq.data()}, {lw.kv, x.data(), n, kv}};
+  DSV4_RETURN_IF_ERROR(ops_.matmul_batch(qa_kv));
   ops_.rms_norm(cq.data(), n, s.q_lora_rank, lw.q_a_norm.data(), eps, cq.data());
   DSV4_RETURN_IF_ERROR(ops_.matmul(lw.q_b, cq.data(), n, q.data()));
   ops_.rms_norm(q.data(), n * H, d, nullptr, eps, q.data());
   ops_.rope_tail(q.data(), n * H, d, H, pos.data(), s.n_rot, freqs.data(), false);
 
-  // Shared K = V row of each token, appended after the state's last W−1 rows.
-  const int64_t R = ls.raw_rows;
-  std::vector<float> raw(static_cast<size_t>((R + n) * d));
-  std::copy(ls.raw.begin(), ls.raw.begin() + R * d, raw.begin());
-  float* kv = raw.data() + R * d;
-  DSV4_RETURN_IF_ERROR(ops_.matmul(lw.kv, x.data(), n, kv));
   ops_.rms_norm(kv, n, d, lw.kv_norm.data(), eps, kv);
   ops_.rope_tail(kv, n, d, 1, pos.data(), s.n_rot, freqs.data(), false);
 
@@ -191,9 +185,9 @@ Status Session::attention_block(int64_t il, const std::vector<int64_t>& pos, std
       const int64_t nI = s.idx_n_head, dI = s.idx_head_dim;
       DSV4_RETURN_IF_ERROR(compressor_step(ls.idx, x, pos, r, 2, dI, lw.idx_kv, lw.idx_gate, lw.idx_ape, lw.idx_norm));
       std::vector<float> qI(static_cast<size_t>(n * nI * dI)), g(static_cast<size_t>(n * nI));
-      DSV4_RETURN_IF_ERROR(ops_.matmul(lw.idx_q_b, cq.data(), n, qI.data()));
+      const backend::MatmulJob idx_q_proj[] = {{lw.idx_q_b, cq.data(), n, qI.data()}, {lw.idx_proj, x.data(), n, g.data()}};
+      DSV4_RETURN_IF_ERROR(ops_.matmul_batch(idx_q_proj));
       ops_.rope_tail(qI.data(), n * nI, dI, nI, pos.data(), s.n_rot, freqs.data(), false);
-      DSV4_RETURN_IF_ERROR(ops_.matmul(lw.idx_proj, x.data(), n, g.data()));
       const float gs = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dI))),
                   hs = static_cast<float>(1.0 / std::sqrt(static_cast<double>(nI)));
       for (auto& v : g) v = (v * gs) * hs;
@@ -214,14 +208,14 @@ Status Session::attention_block(int64_t il, const std::vector<int64_t>& pos, std
 
   // Grouped low-rank output: v_g = A_g · (heads of group g), out = W_ob · concat(v_g).
   const int64_t G = s.o_groups, in_g = s.wo_a_in(), Ro = s.o_lora_rank;
-  std::vector<float> u(static_cast<size_t>(n * in_g)), vg(static_cast<size_t>(n * Ro)), v(static_cast<size_t>(n * G * Ro));
-  for (int64_t g = 0; g < G; ++g) {
-    for (int64_t t = 0; t < n; ++t)
-      std::memcpy(u.data() + t * in_g, o.data() + t * H * d + g * in_g, static_cast<size_t>(in_g) * sizeof(float));
-    DSV4_RETURN_IF_ERROR(ops_.matmul(row_slice(lw.out_a, g * Ro, (g + 1) * Ro), u.data(), n, vg.data()));
-    for (int64_t t = 0; t < n; ++t)
-      std::memcpy(v.data() + t * G * Ro + g * Ro, vg.data() + t * Ro, static_cast<size_t>(Ro) * sizeof(float));
-  }
+  // Group g reads columns [g·in_g, (g+1)·in_g) of each token's heads and writes v[t][g·Ro ..]: all
+  // groups in one batch, strided in place (no copies).
+  std::vector<float> v(static_cast<size_t>(n * G * Ro));
+  std::vector<backend::MatmulJob> groups(static_cast<size_t>(G));
+  for (int64_t g = 0; g < G; ++g)
+    groups[static_cast<size_t>(g)] = {backend::row_view(lw.out_a, g * Ro, (g + 1) * Ro), o.data() + g * in_g, n,
+                                      v.data() + g * Ro, H * d, G * Ro};
+  DSV4_RETURN_IF_ERROR(ops_.matmul_batch(groups));
   std::vector<float> out(static_cast<size_t>(n * D));
   DSV4_RETURN_IF_ERROR(ops_.matmul(lw.out_b, v.data(), n, out.data()));
   std::vector<float> X2(X.size());
@@ -265,45 +259,62 @@ Status Session::ffn_block(int64_t il, std::span<const int32_t> tokens, std::vect
              hash.empty() ? nullptr : hash.data(), s.expert_weights_norm, static_cast<float>(s.expert_weights_scale),
              ids.data(), rw.data());
 
-  // Routed experts: each expert runs once over the (token, slot) pairs that chose it; every row
-  // of the result depends only on its own token, so the grouping changes no bits.
-  std::vector<float> Y(static_cast<size_t>(n * K * D));
-  std::vector<int64_t> slots;
-  std::vector<float> xe, ge, ue, he, ye;
-  const float limit = static_cast<float>(s.swiglu_clamp_exp[static_cast<size_t>(il)]);
-  for (int64_t e = 0; e < E; ++e) {
-    slots.clear();
-    for (int64_t i = 0; i < n * K; ++i)
-      if (ids[static_cast<size_t>(i)] == e) slots.push_back(i);
-    if (slots.empty()) continue;
-    const int64_t m = static_cast<int64_t>(slots.size());
-    xe.resize(static_cast<size_t>(m * D));
-    for (int64_t j = 0; j < m; ++j)
-      std::memcpy(xe.data() + j * D, x.data() + (slots[static_cast<size_t>(j)] / K) * D, static_cast<size_t>(D) * sizeof(float));
-    ge.resize(static_cast<size_t>(m * I));
-    ue.resize(ge.size());
-    he.resize(ge.size());
-    ye.resize(static_cast<size_t>(m * D));
-    DSV4_RETURN_IF_ERROR(ops_.matmul_expert(lw.gate_exps, e, xe.data(), m, ge.data()));
-    DSV4_RETURN_IF_ERROR(ops_.matmul_expert(lw.up_exps, e, xe.data(), m, ue.data()));
-    ops_.swiglu_clamp(ge.data(), ue.data(), m * I, limit, he.data());
-    DSV4_RETURN_IF_ERROR(ops_.matmul_expert(lw.down_exps, e, he.data(), m, ye.data()));
-    for (int64_t j = 0; j < m; ++j)
-      std::memcpy(Y.data() + slots[static_cast<size_t>(j)] * D, ye.data() + j * D, static_cast<size_t>(D) * sizeof(float));
+  // Routed experts: each expert runs once over the (token, slot) pairs that chose it (experts
+  // ascending, pairs in order); every row of the result depends only on its own token, so the
+  // grouping changes no bits. All experts' gate and up products (and the shared expert's) run as
+  // one batch, then all down products as another.
+  const int64_t nk = n * K;
+  std::vector<int64_t> slots(static_cast<size_t>(nk)), first(static_cast<size_t>(E + 1), 0);
+  for (int64_t i = 0; i < nk; ++i) ++first[static_cast<size_t>(ids[static_cast<size_t>(i)]) + 1];
+  for (int64_t e = 0; e < E; ++e) first[static_cast<size_t>(e + 1)] += first[static_cast<size_t>(e)];
+  {
+    std::vector<int64_t> fill(first.begin(), first.end() - 1);
+    for (int64_t i = 0; i < nk; ++i) slots[static_cast<size_t>(fill[static_cast<size_t>(ids[static_cast<size_t>(i)])]++)] = i;
   }
-  std::vector<float> moe(static_cast<size_t>(n * D), 0.0f);
+  std::vector<float> xe(static_cast<size_t>(nk * D)), ge(static_cast<size_t>(nk * I)), ue(ge.size()), he(ge.size()),
+      ye(static_cast<size_t>(nk * D));
+  const bool shared = s.n_expert_shared > 0;
+  std::vector<float> gs(shared ? static_cast<size_t>(n * I) : 0), us(gs.size()), hs(gs.size()),
+      ys(shared ? static_cast<size_t>(n * D) : 0);
+  std::vector<backend::MatmulJob> jobs;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t b = first[static_cast<size_t>(e)], m = first[static_cast<size_t>(e + 1)] - b;
+    if (m == 0) continue;
+    // One pair: read the token's row of x in place (pairs of one token then share a quantization).
+    const float* xin = x.data() + (slots[static_cast<size_t>(b)] / K) * D;
+    if (m > 1) {
+      for (int64_t j = 0; j < m; ++j)
+        std::memcpy(xe.data() + (b + j) * D, x.data() + (slots[static_cast<size_t>(b + j)] / K) * D,
+                    static_cast<size_t>(D) * sizeof(float));
+      xin = xe.data() + b * D;
+    }
+    jobs.push_back({backend::expert_view(lw.gate_exps, e), xin, m, ge.data() + b * I});
+    jobs.push_back({backend::expert_view(lw.up_exps, e), xin, m, ue.data() + b * I});
+  }
+  if (shared) {
+    jobs.push_back({lw.gate_sh, x.data(), n, gs.data()});
+    jobs.push_back({lw.up_sh, x.data(), n, us.data()});
+  }
+  DSV4_RETURN_IF_ERROR(ops_.matmul_batch(jobs));
+  ops_.swiglu_clamp(ge.data(), ue.data(), nk * I, static_cast<float>(s.swiglu_clamp_exp[static_cast<size_t>(il)]),
+                    he.data());
+  if (shared)
+    ops_.swiglu_clamp(gs.data(), us.data(), n * I, static_cast<float>(s.swiglu_clamp_shexp[static_cast<size_t>(il)]),
+                      hs.data());
+  jobs.clear();
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t b = first[static_cast<size_t>(e)], m = first[static_cast<size_t>(e + 1)] - b;
+    if (m > 0) jobs.push_back({backend::expert_view(lw.down_exps, e), he.data() + b * I, m, ye.data() + b * D});
+  }
+  if (shared) jobs.push_back({lw.down_sh, hs.data(), n, ys.data()});
+  DSV4_RETURN_IF_ERROR(ops_.matmul_batch(jobs));
+  std::vector<float> moe(static_cast<size_t>(n * D), 0.0f), Y(static_cast<size_t>(nk * D));
+  for (int64_t j = 0; j < nk; ++j)
+    std::memcpy(Y.data() + slots[static_cast<size_t>(j)] * D, ye.data() + j * D, static_cast<size_t>(D) * sizeof(float));
   for (int64_t t = 0; t < n; ++t)
     for (int64_t k = 0; k < K; ++k)
       ops_.axpy(moe.data() + t * D, Y.data() + (t * K + k) * D, D, rw[static_cast<size_t>(t * K + k)]);
-  if (s.n_expert_shared > 0) {
-    std::vector<float> gs(static_cast<size_t>(n * I)), us(gs.size()), hs(gs.size()), ys(static_cast<size_t>(n * D));
-    DSV4_RETURN_IF_ERROR(ops_.matmul(lw.gate_sh, x.data(), n, gs.data()));
-    DSV4_RETURN_IF_ERROR(ops_.matmul(lw.up_sh, x.data(), n, us.data()));
-    ops_.swiglu_clamp(gs.data(), us.data(), n * I, static_cast<float>(s.swiglu_clamp_shexp[static_cast<size_t>(il)]),
-                      hs.data());
-    DSV4_RETURN_IF_ERROR(ops_.matmul(lw.down_sh, hs.data(), n, ys.data()));
-    ops_.axpy(moe.data(), ys.data(), n * D, 1.0f);
-  }
+  if (shared) ops_.axpy(moe.data(), ys.data(), n * D, 1.0f);
   std::vector<float> X2(X.size());
   ops_.hc_post(X.data(), moe.data(), post.data(), comb.data(), n, s.hc_mult, D, X2.data());
   X.swap(X2);

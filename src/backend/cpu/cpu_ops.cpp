@@ -40,6 +40,15 @@ Status CpuOps::matmul_expert(const backend::Weight& w, int64_t e, const float* x
   return cpu::matmul(ctx_, w.type, base, w.ne[1], w.ne[0], x, n_tokens, y);
 }
 
+Status CpuOps::matmul_batch(std::span<const backend::MatmulJob> jobs) {
+  batch_.clear();
+  for (const backend::MatmulJob& j : jobs) {
+    if (j.w.n_dims > 2 && j.w.ne[2] != 1) return invalid_argument("matmul_batch: weights must be 2-D views");
+    batch_.push_back({j.w.type, j.w.data, j.w.ne[1], j.w.ne[0], j.x, j.n_tokens, j.y, j.x_stride, j.y_stride});
+  }
+  return cpu::matmul_batch(ctx_, batch_);
+}
+
 Status CpuOps::get_rows(const backend::Weight& w, const int32_t* ids, int64_t n, float* out) {
   if (w.type == TensorType::kI32) {
     for (int64_t t = 0; t < n; ++t) {

@@ -17,6 +17,7 @@ class CpuOps final : public backend::Ops {
 
   Status matmul(const backend::Weight& w, const float* x, int64_t n_tokens, float* y) override;
   Status matmul_expert(const backend::Weight& w, int64_t e, const float* x, int64_t n_tokens, float* y) override;
+  Status matmul_batch(std::span<const backend::MatmulJob> jobs) override;
   Status get_rows(const backend::Weight& w, const int32_t* ids, int64_t n, float* out) override;
   Status dequantize(const backend::Weight& w, float* out) override;
   void rms_norm(const float* x, int64_t rows, int64_t n, const float* w, float eps, float* y) override;
@@ -43,6 +44,7 @@ class CpuOps final : public backend::Ops {
 
  private:
   CpuContext ctx_;
+  std::vector<MatmulJob> batch_;  // matmul_batch's jobs in matmul.h form (reused)
   VecDotFn dot_f32_;   // the F32 vec_dot: the 32-partial fma dot used by every reduction here
   FmaAxpyFn fma_axpy_;  // y = fma(a, x, y) elementwise (vec_ops.h)
 };

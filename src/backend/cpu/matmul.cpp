@@ -43,35 +43,123 @@ void quantize_activations(CpuContext& ctx, const TypeKernels& k, const float* x,
   }
 }
 
+namespace {
+
+// Rows [r0, r1) of one product against every column: rows in tiles of kRowTile, columns in chunks
+// of kColChunk (the order changes no bits: each element is one independent vec_dot).
+struct RowKernel {
+  VecDotFn dot;
+  VecDotRowsFn dot_rows;  // null: vec_dot row by row
+};
+
+RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t cols) {
+  return {select_vec_dot(k, ctx.max_level),
+          cols > 1 || k.rows_for_matvec ? select_vec_dot_rows(k, ctx.max_level) : nullptr};
+}
+
+void run_rows(const RowKernel& rk, const uint8_t* wb, int64_t w_row_bytes, int64_t n, const uint8_t* act,
+              int64_t a_row_bytes, int64_t cols, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+  for (int64_t rt = r0; rt < r1; rt += kRowTile) {
+    const int64_t rt_end = std::min(r1, rt + kRowTile);
+    for (int64_t c0 = 0; c0 < cols; c0 += kColChunk) {
+      const int64_t c_end = std::min(cols, c0 + kColChunk);
+      if (rk.dot_rows != nullptr) {
+        for (int64_t c = c0; c < c_end; ++c) {
+          for (int64_t r = rt; r < rt_end; r += 4) {
+            const int nr = static_cast<int>(std::min<int64_t>(4, rt_end - r));
+            float out[4];
+            rk.dot_rows(n, wb + r * w_row_bytes, w_row_bytes, act + c * a_row_bytes, nr, out);
+            for (int i = 0; i < nr; ++i) y[c * y_stride + r + i] = out[i];
+          }
+        }
+        continue;
+      }
+      for (int64_t r = rt; r < rt_end; ++r) {
+        const uint8_t* wr = wb + r * w_row_bytes;
+        for (int64_t c = c0; c < c_end; ++c) y[c * y_stride + r] = rk.dot(n, wr, act + c * a_row_bytes);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Status matmul_quantized(CpuContext& ctx, const TypeKernels& k, const void* w, int64_t rows, int64_t n,
                         const uint8_t* act, int64_t cols, float* y) {
   DSV4_RETURN_IF_ERROR(check_shape(&k, k.type, rows, n, cols));
-  const VecDotFn dot = select_vec_dot(k, ctx.max_level);
-  const VecDotRowsFn dot_rows = cols > 1 || k.rows_for_matvec ? select_vec_dot_rows(k, ctx.max_level) : nullptr;
+  const RowKernel rk = row_kernel(ctx, k, cols);
   const int64_t w_row_bytes = tensor_row_bytes(k.type, n);
   const int64_t a_row_bytes = act_row_bytes(k.act, n);
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   ctx.pool->parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
-    for (int64_t rt = r0; rt < r1; rt += kRowTile) {
-      const int64_t rt_end = std::min(r1, rt + kRowTile);
-      for (int64_t c0 = 0; c0 < cols; c0 += kColChunk) {
-        const int64_t c_end = std::min(cols, c0 + kColChunk);
-        if (dot_rows != nullptr) {
-          for (int64_t c = c0; c < c_end; ++c) {
-            for (int64_t r = rt; r < rt_end; r += 4) {
-              const int nr = static_cast<int>(std::min<int64_t>(4, rt_end - r));
-              float out[4];
-              dot_rows(n, wb + r * w_row_bytes, w_row_bytes, act + c * a_row_bytes, nr, out);
-              for (int i = 0; i < nr; ++i) y[c * rows + r + i] = out[i];
-            }
-          }
-          continue;
-        }
-        for (int64_t r = rt; r < rt_end; ++r) {
-          const uint8_t* wr = wb + r * w_row_bytes;
-          for (int64_t c = c0; c < c_end; ++c) y[c * rows + r] = dot(n, wr, act + c * a_row_bytes);
-        }
-      }
+    run_rows(rk, wb, w_row_bytes, n, act, a_row_bytes, cols, y, rows, r0, r1);
+  });
+  return ok_status();
+}
+
+Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs) {
+  struct Prepared {
+    const TypeKernels* k;
+    RowKernel rk;
+    int64_t w_row_bytes, a_row_bytes, act_offset, row_begin, y_stride;
+    bool quantize;  // owns its activation (false: shares an earlier job's, or F32 reads x directly)
+  };
+  std::vector<Prepared> prep(jobs.size());
+  int64_t act_bytes = 0, total_rows = 0, total_cols = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const MatmulJob& job = jobs[j];
+    const TypeKernels* k = type_kernels(job.type);
+    DSV4_RETURN_IF_ERROR(check_shape(k, job.type, job.rows, job.n, job.cols));
+    const int64_t xs = job.x_stride != 0 ? job.x_stride : job.n;
+    Prepared& p = prep[j];
+    p = {k, row_kernel(ctx, *k, job.cols), tensor_row_bytes(job.type, job.n), act_row_bytes(k->act, job.n), -1,
+         total_rows, job.y_stride != 0 ? job.y_stride : job.rows, false};
+    total_rows += job.rows;
+    if (k->act == ActFormat::kF32) {  // vec_dot reads the f32 columns in place
+      p.a_row_bytes = xs * static_cast<int64_t>(sizeof(float));
+      continue;
+    }
+    for (size_t i = 0; i < j && p.act_offset < 0; ++i) {
+      const MatmulJob& o = jobs[i];
+      if (prep[i].k->act == k->act && o.x == job.x && o.n == job.n && o.cols == job.cols &&
+          (o.x_stride != 0 ? o.x_stride : o.n) == xs)
+        p.act_offset = prep[i].act_offset;
+    }
+    if (p.act_offset >= 0) continue;
+    p.act_offset = act_bytes;
+    p.quantize = true;
+    act_bytes += p.a_row_bytes * job.cols;
+    total_cols += job.cols;
+  }
+  if (total_rows == 0) return ok_status();
+  ctx.act_scratch.resize(static_cast<size_t>(act_bytes));
+  uint8_t* act = ctx.act_scratch.data();
+  // Quantize every distinct activation column (column i of the concatenation), one thread each.
+  auto quantize = [&](int64_t c0, int64_t c1, int) {
+    int64_t base = 0;
+    for (size_t j = 0; j < jobs.size() && c0 < c1; ++j) {
+      if (!prep[j].quantize) continue;
+      const MatmulJob& job = jobs[j];
+      const int64_t xs = job.x_stride != 0 ? job.x_stride : job.n;
+      for (int64_t c = std::max<int64_t>(c0, base) - base; c < std::min(c1 - base, job.cols); ++c)
+        quantize_act_row(prep[j].k->act, job.x + c * xs, act + prep[j].act_offset + c * prep[j].a_row_bytes, job.n);
+      base += job.cols;
+    }
+  };
+  if (total_cols <= 1) {
+    quantize(0, total_cols, 0);
+  } else if (total_cols > 0) {
+    ctx.pool->parallel_for(total_cols, quantize);
+  }
+  ctx.pool->parallel_for(total_rows, [&](int64_t r0, int64_t r1, int) {
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const Prepared& p = prep[j];
+      const MatmulJob& job = jobs[j];
+      const int64_t b = std::max(r0, p.row_begin) - p.row_begin, e = std::min(r1, p.row_begin + job.rows) - p.row_begin;
+      if (b >= e) continue;
+      const uint8_t* a = p.k->act == ActFormat::kF32 ? reinterpret_cast<const uint8_t*>(job.x) : act + p.act_offset;
+      run_rows(p.rk, static_cast<const uint8_t*>(job.w), p.w_row_bytes, job.n, a, p.a_row_bytes, job.cols, job.y,
+               p.y_stride, b, e);
     }
   });
   return ok_status();

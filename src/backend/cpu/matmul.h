@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/cpu/quant.h"
@@ -33,6 +34,25 @@ Status matmul(CpuContext& ctx, TensorType type, const void* w, int64_t rows, int
 // used by callers that reuse one quantized activation for several matrices (e.g. gate and up).
 Status matmul_quantized(CpuContext& ctx, const TypeKernels& k, const void* w, int64_t rows, int64_t n,
                         const uint8_t* act, int64_t cols, float* y);
+
+// One product of a batch: y[c * y_stride + r] = dot(W row r, x column c), column c at x + c * x_stride.
+struct MatmulJob {
+  TensorType type = TensorType::kF32;
+  const void* w = nullptr;  // rows rows of n elements of `type`
+  int64_t rows = 0, n = 0;
+  const float* x = nullptr;
+  int64_t cols = 0;
+  float* y = nullptr;
+  int64_t x_stride = 0;  // floats between columns of x; 0 = n
+  int64_t y_stride = 0;  // floats between columns of y; 0 = rows
+};
+
+// Every job as matmul would compute it (same bits), in one pass over the pool: the jobs' rows are
+// concatenated and split statically over the threads, so many small matrices (experts, output
+// groups, projections sharing an input) cost one dispatch instead of one each. Jobs whose x, n,
+// x_stride, cols and activation format agree share one quantized activation. No job's y may
+// overlap any job's x.
+Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs);
 
 // Quantizes `cols` columns of n floats into `out` (resized) in the type's activation format.
 void quantize_activations(CpuContext& ctx, const TypeKernels& k, const float* x, int64_t n, int64_t cols,

@@ -117,3 +117,78 @@ TEST(Matmul, EveryVecDotRowsEqualsScalarVecDot) {
 
 }  // namespace
 }  // namespace dsv4::cpu
+
+namespace dsv4::cpu {
+namespace {
+
+uint32_t fbits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+
+// matmul_batch == matmul job by job, bit for bit: shared and strided inputs, strided outputs, mixed
+// types (so mixed activation formats), row ranges split anywhere by any thread count.
+TEST(MatmulBatch, SameBitsAsSeparateMatmuls) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  struct Mat { TensorType type; int64_t rows, n; std::vector<uint8_t> w; };
+  std::vector<Mat> mats;
+  for (const TypeKernels* k : all_type_kernels()) {
+    for (int64_t rows : {int64_t{5}, int64_t{13}}) {
+      Mat m{k->type, rows, 512, {}};
+      const int64_t rb = tensor_row_bytes(k->type, m.n);
+      m.w.resize(static_cast<size_t>(rb * rows));
+      std::vector<float> wf(static_cast<size_t>(m.n));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (auto& e : wf) e = g(rng);
+        k->quantize_row(wf.data(), m.w.data() + r * rb, m.n, nullptr);
+      }
+      mats.push_back(std::move(m));
+    }
+  }
+  for (int64_t cols : {int64_t{1}, int64_t{3}}) {
+    // x: cols columns of 2·512 floats; job j reads half (j % 2) of each column when strided.
+    std::vector<float> x(static_cast<size_t>(cols * 1024));
+    for (auto& e : x) e = g(rng);
+    std::vector<std::vector<float>> ref(mats.size());
+    {
+      ThreadPool pool(1);
+      CpuContext ctx;
+      ctx.pool = &pool;
+      for (size_t j = 0; j < mats.size(); ++j) {
+        const Mat& m = mats[j];
+        std::vector<float> xj(static_cast<size_t>(cols * 512));
+        for (int64_t c = 0; c < cols; ++c)
+          std::copy_n(x.data() + c * 1024 + (j % 2) * 512, 512, xj.data() + c * 512);
+        ref[j].resize(static_cast<size_t>(m.rows * cols));
+        ASSERT_TRUE(matmul(ctx, m.type, m.w.data(), m.rows, m.n, xj.data(), cols, ref[j].data()).ok());
+      }
+    }
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (int level = 0; level <= static_cast<int>(detected_simd_level()); ++level) {
+        CpuContext ctx;
+        ctx.pool = &pool;
+        ctx.max_level = static_cast<SimdLevel>(level);
+        // Outputs interleaved: job j writes rows at y + off_j with column stride = total rows.
+        int64_t total = 0;
+        std::vector<int64_t> off;
+        for (const Mat& m : mats) { off.push_back(total); total += m.rows; }
+        std::vector<float> y(static_cast<size_t>(total * cols), -1.0f);
+        std::vector<MatmulJob> jobs;
+        for (size_t j = 0; j < mats.size(); ++j) {
+          const Mat& m = mats[j];
+          jobs.push_back({m.type, m.w.data(), m.rows, m.n, x.data() + (j % 2) * 512, cols, y.data() + off[j], 1024,
+                          total});
+        }
+        ASSERT_TRUE(matmul_batch(ctx, jobs).ok());
+        for (size_t j = 0; j < mats.size(); ++j)
+          for (int64_t c = 0; c < cols; ++c)
+            for (int64_t r = 0; r < mats[j].rows; ++r)
+              ASSERT_EQ(fbits(y[static_cast<size_t>(c * total + off[j] + r)]),
+                        fbits(ref[j][static_cast<size_t>(c * mats[j].rows + r)]))
+                  << tensor_type_name(mats[j].type) << " threads=" << threads << " level=" << level << " cols=" << cols;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::cpu

@@ -1,9 +1,11 @@
 // tests/unit/model/session_test.cpp — Session state: reset returns exactly the initial state,
 // snapshots restore exactly, chunking never changes bits, bad inputs are clear errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -16,7 +18,8 @@ namespace {
 class SessionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    path_ = new std::string(::testing::TempDir() + "/session_tiny.gguf");
+    // Per process: ctest runs each test as its own process, in parallel with -j.
+    path_ = new std::string(::testing::TempDir() + "/session_tiny_" + std::to_string(getpid()) + ".gguf");
     ThreadPool pool(2);
     const tools::SynthPlan plan = tools::plan_synth(*tools::synth_preset("tiny"), QuantMix::kF32);
     ASSERT_TRUE(tools::write_synth(plan, 7, *path_, pool).ok());
