@@ -293,6 +293,9 @@ std::span<const TypeKernels> iq2_xxs_type_kernels() {
       .quantize_row = iq2_xxs_quantize_row,
       .vec_dot = {iq2_xxs_vec_dot_scalar, iq2_xxs_vec_dot_avx2, iq2_xxs_vec_dot_avx512},
       .vec_dot_rows = {nullptr, nullptr, iq2_xxs_vec_dot_rows_avx512},
+      .prepared_act_bytes = iq2_xxs_prepared_act_bytes,
+      .prepare_act = {nullptr, nullptr, iq2_xxs_prepare_act_avx512},
+      .vec_dot_rows_prepared = {nullptr, nullptr, iq2_xxs_vec_dot_rows_prepared_avx512},
   }};
   return table;
 }

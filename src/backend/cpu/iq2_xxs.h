@@ -30,5 +30,10 @@ float iq2_xxs_vec_dot_avx512(int64_t n, const void* w, const void* act);
 float iq2_xxs_vec_dot_avx512_base(int64_t n, const void* w, const void* act);
 // Multi-row form (quant.h VecDotRowsFn): out[i] == iq2_xxs_vec_dot_avx512(n, w + i*w_stride, act) bits.
 void iq2_xxs_vec_dot_rows_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
+// The prepared-activation form (quant.h): the VBMI path's per-chunk activation layout, built once.
+int64_t iq2_xxs_prepared_act_bytes(int64_t n);
+void iq2_xxs_prepare_act_avx512(const void* act, int64_t n, void* out);
+void iq2_xxs_vec_dot_rows_prepared_avx512(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,
+                                          float* out);
 
 }  // namespace dsv4::cpu

@@ -30,7 +30,9 @@
 //    vpmaddwd with (2·ls + 1) per group -> int32.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 
 #include "backend/cpu/iq2_xxs.h"
 #include "backend/cpu/iq2_xxs_tables.h"
@@ -303,33 +305,62 @@ inline float reduce_acc(__m512 a0, __m512 a1) {
   return reduce_partials32_avx512(a0, a1);
 }
 
+// Chunk t (blocks b .. b + count − 1) of nr rows against its prepared activation side `a`.
+inline void rows_chunk(const Consts& c, const void* w, int64_t w_stride, int64_t b, int count, int64_t t,
+                       const ActChunk& a, int nr, __m512 (*acc)[2]) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i widx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockIq2Xxs))));
+  const __mmask16 valid = static_cast<__mmask16>((1u << count) - 1u);
+  const __m512 dx = _mm512_maskz_loadu_ps(valid, a.dx);
+  for (int r = 0; r < nr; ++r) {
+    const auto* wb = reinterpret_cast<const BlockIq2Xxs*>(static_cast<const uint8_t*>(w) + r * w_stride) + b;
+    // A 4-byte gather at a block's start (d, qs[0]) stays inside the block; keep the low 16 bits.
+    const __m512i dbits = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, widx, &wb->d, 1);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));
+    const __m512 isum = _mm512_cvtepi32_ps(chunk_isums_vbmi(c, wb, a, count));
+    const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw, dx), isum), _mm512_set1_ps(0.125f));
+    acc[r][t & 1] = _mm512_mask_add_ps(acc[r][t & 1], valid, acc[r][t & 1], v);
+  }
+}
+
 __attribute__((noinline)) void dot_rows_vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr,
                                              float* out) {
   const auto* xb = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / 256;
   const VbmiTables& tables = vbmi_tables();
   const Consts c = load_consts(tables);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i widx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockIq2Xxs))));
   __m512 acc[4][2];
   for (auto& r : acc) r[0] = r[1] = _mm512_setzero_ps();
   ActChunk a;
   int64_t t = 0;
   for (int64_t b = 0; b < nb; b += kChunk, ++t) {
     const int count = nb - b >= kChunk ? kChunk : static_cast<int>(nb - b);
-    const __mmask16 valid = static_cast<__mmask16>((1u << count) - 1u);
     prep_act(tables, xb + b, count, a);
-    const __m512 dx = _mm512_maskz_loadu_ps(valid, a.dx);
-    for (int r = 0; r < nr; ++r) {
-      const auto* wb = reinterpret_cast<const BlockIq2Xxs*>(static_cast<const uint8_t*>(w) + r * w_stride) + b;
-      // A 4-byte gather at a block's start (d, qs[0]) stays inside the block; keep the low 16 bits.
-      const __m512i dbits = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, widx, &wb->d, 1);
-      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));
-      const __m512 isum = _mm512_cvtepi32_ps(chunk_isums_vbmi(c, wb, a, count));
-      const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw, dx), isum), _mm512_set1_ps(0.125f));
-      acc[r][t & 1] = _mm512_mask_add_ps(acc[r][t & 1], valid, acc[r][t & 1], v);
-    }
+    rows_chunk(c, w, w_stride, b, count, t, a, nr, acc);
   }
+  for (int r = 0; r < nr; ++r) out[r] = reduce_acc(acc[r][0], acc[r][1]);
+}
+
+// Every chunk's activation side, built once per activation row (ActChunk t for blocks 16t ..).
+__attribute__((noinline)) void prepare_vbmi(const void* act, int64_t n, void* out) {
+  const auto* xb = static_cast<const BlockQ8_K*>(act);
+  const int64_t nb = n / 256;
+  const VbmiTables& tables = vbmi_tables();
+  auto* chunks = static_cast<ActChunk*>(out);
+  for (int64_t b = 0, t = 0; b < nb; b += kChunk, ++t)
+    prep_act(tables, xb + b, nb - b >= kChunk ? kChunk : static_cast<int>(nb - b), chunks[t]);
+}
+
+__attribute__((noinline)) void dot_rows_vbmi_prepared(int64_t n, const void* w, int64_t w_stride,
+                                                      const void* prepared, int nr, float* out) {
+  const int64_t nb = n / 256;
+  const Consts c = load_consts(vbmi_tables());
+  const auto* chunks = static_cast<const ActChunk*>(prepared);
+  __m512 acc[4][2];
+  for (auto& r : acc) r[0] = r[1] = _mm512_setzero_ps();
+  int64_t t = 0;
+  for (int64_t b = 0; b < nb; b += kChunk, ++t)
+    rows_chunk(c, w, w_stride, b, nb - b >= kChunk ? kChunk : static_cast<int>(nb - b), t, chunks[t], nr, acc);
   for (int r = 0; r < nr; ++r) out[r] = reduce_acc(acc[r][0], acc[r][1]);
 }
 
@@ -344,6 +375,24 @@ float iq2_xxs_vec_dot_avx512(int64_t n, const void* w, const void* act) {
     return out;
   }
   return vec_dot_old(n, w, act);
+}
+
+// Without VBMI the "prepared" activation is the Q8_K row itself.
+int64_t iq2_xxs_prepared_act_bytes(int64_t n) {
+  const int64_t chunks = (n / 256 + kChunk - 1) / kChunk;
+  return std::max<int64_t>(chunks * static_cast<int64_t>(sizeof(ActChunk)),
+                           n / 256 * static_cast<int64_t>(sizeof(BlockQ8_K)));
+}
+
+void iq2_xxs_prepare_act_avx512(const void* act, int64_t n, void* out) {
+  if (has_vbmi_bitalg_gfni()) return prepare_vbmi(act, n, out);
+  std::memcpy(out, act, static_cast<size_t>(n / 256) * sizeof(BlockQ8_K));
+}
+
+void iq2_xxs_vec_dot_rows_prepared_avx512(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,
+                                          float* out) {
+  if (has_vbmi_bitalg_gfni()) return dot_rows_vbmi_prepared(n, w, w_stride, prepared, nr, out);
+  for (int r = 0; r < nr; ++r) out[r] = vec_dot_old(n, static_cast<const uint8_t*>(w) + r * w_stride, prepared);
 }
 
 float iq2_xxs_vec_dot_avx512_base(int64_t n, const void* w, const void* act) { return vec_dot_old(n, w, act); }

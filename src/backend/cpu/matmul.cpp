@@ -50,11 +50,28 @@ namespace {
 struct RowKernel {
   VecDotFn dot;
   VecDotRowsFn dot_rows;  // null: vec_dot row by row
+  // Non-null: dot_rows reads activations rewritten by `prepare` (prep_bytes per column, 64-aligned).
+  void (*prepare)(const void* act, int64_t n, void* out);
+  int64_t prep_bytes;
 };
 
-RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t cols) {
-  return {select_vec_dot(k, ctx.max_level),
-          cols > 1 || k.rows_for_matvec ? select_vec_dot_rows(k, ctx.max_level) : nullptr};
+RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t n, int64_t cols) {
+  RowKernel rk{select_vec_dot(k, ctx.max_level),
+               cols > 1 || k.rows_for_matvec ? select_vec_dot_rows(k, ctx.max_level) : nullptr, nullptr, 0};
+  const int level = static_cast<int>(effective_simd_level(k, ctx.max_level));
+  if (rk.dot_rows != nullptr && k.prepare_act[level] != nullptr && k.vec_dot_rows_prepared[level] != nullptr) {
+    rk.dot_rows = k.vec_dot_rows_prepared[level];
+    rk.prepare = k.prepare_act[level];
+    rk.prep_bytes = (k.prepared_act_bytes(n) + 63) / 64 * 64;
+  }
+  return rk;
+}
+
+// A 64-byte aligned region of `bytes` in `buf` (resized).
+uint8_t* aligned_scratch(std::vector<uint8_t>& buf, int64_t bytes) {
+  buf.resize(static_cast<size_t>(bytes + 64));
+  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + ((64 - addr % 64) % 64);
 }
 
 void run_rows(const RowKernel& rk, const uint8_t* wb, int64_t w_row_bytes, int64_t n, const uint8_t* act,
@@ -87,10 +104,23 @@ void run_rows(const RowKernel& rk, const uint8_t* wb, int64_t w_row_bytes, int64
 Status matmul_quantized(CpuContext& ctx, const TypeKernels& k, const void* w, int64_t rows, int64_t n,
                         const uint8_t* act, int64_t cols, float* y) {
   DSV4_RETURN_IF_ERROR(check_shape(&k, k.type, rows, n, cols));
-  const RowKernel rk = row_kernel(ctx, k, cols);
+  const RowKernel rk = row_kernel(ctx, k, n, cols);
   const int64_t w_row_bytes = tensor_row_bytes(k.type, n);
-  const int64_t a_row_bytes = act_row_bytes(k.act, n);
+  int64_t a_row_bytes = act_row_bytes(k.act, n);
   const uint8_t* wb = static_cast<const uint8_t*>(w);
+  if (rk.prepare != nullptr) {
+    uint8_t* prep = aligned_scratch(ctx.prep_scratch, rk.prep_bytes * cols);
+    auto work = [&](int64_t c0, int64_t c1, int) {
+      for (int64_t c = c0; c < c1; ++c) rk.prepare(act + c * a_row_bytes, n, prep + c * rk.prep_bytes);
+    };
+    if (cols == 1) {
+      work(0, 1, 0);
+    } else {
+      ctx.pool->parallel_for(cols, work);
+    }
+    act = prep;
+    a_row_bytes = rk.prep_bytes;
+  }
   ctx.pool->parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
     run_rows(rk, wb, w_row_bytes, n, act, a_row_bytes, cols, y, rows, r0, r1);
   });
@@ -103,6 +133,8 @@ Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs) {
     RowKernel rk;
     int64_t w_row_bytes, a_row_bytes, act_offset, row_begin, y_stride;
     bool quantize;  // owns its activation (false: shares an earlier job's, or F32 reads x directly)
+    int64_t prep_offset = -1;  // rk.prepare: its prepared columns in prep_scratch
+    bool prepare = false;      // owns them (false: shares an earlier job's)
   };
   std::vector<Prepared> prep(jobs.size());
   int64_t act_bytes = 0, total_rows = 0, total_cols = 0;
@@ -112,7 +144,7 @@ Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs) {
     DSV4_RETURN_IF_ERROR(check_shape(k, job.type, job.rows, job.n, job.cols));
     const int64_t xs = job.x_stride != 0 ? job.x_stride : job.n;
     Prepared& p = prep[j];
-    p = {k, row_kernel(ctx, *k, job.cols), tensor_row_bytes(job.type, job.n), act_row_bytes(k->act, job.n), -1,
+    p = {k, row_kernel(ctx, *k, job.n, job.cols), tensor_row_bytes(job.type, job.n), act_row_bytes(k->act, job.n), -1,
          total_rows, job.y_stride != 0 ? job.y_stride : job.rows, false};
     total_rows += job.rows;
     if (k->act == ActFormat::kF32) {  // vec_dot reads the f32 columns in place
@@ -151,15 +183,48 @@ Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs) {
   } else if (total_cols > 0) {
     ctx.pool->parallel_for(total_cols, quantize);
   }
+  // Prepared activations (quant.h prepare_act), shared by jobs of one kernel on one activation.
+  int64_t prep_bytes = 0, prep_cols = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    Prepared& p = prep[j];
+    if (p.rk.prepare == nullptr) continue;
+    for (size_t i = 0; i < j && p.prep_offset < 0; ++i)
+      if (prep[i].rk.prepare == p.rk.prepare && prep[i].act_offset == p.act_offset && prep[i].k->act == p.k->act &&
+          jobs[i].n == jobs[j].n)
+        p.prep_offset = prep[i].prep_offset;
+    if (p.prep_offset >= 0) continue;
+    p.prep_offset = prep_bytes;
+    p.prepare = true;
+    prep_bytes += p.rk.prep_bytes * jobs[j].cols;
+    prep_cols += jobs[j].cols;
+  }
+  uint8_t* prepared = prep_cols > 0 ? aligned_scratch(ctx.prep_scratch, prep_bytes) : nullptr;
+  auto prepare = [&](int64_t c0, int64_t c1, int) {
+    int64_t base = 0;
+    for (size_t j = 0; j < jobs.size() && c0 < c1; ++j) {
+      const Prepared& p = prep[j];
+      if (!p.prepare) continue;
+      for (int64_t c = std::max<int64_t>(c0, base) - base; c < std::min(c1 - base, jobs[j].cols); ++c)
+        p.rk.prepare(act + p.act_offset + c * p.a_row_bytes, jobs[j].n, prepared + p.prep_offset + c * p.rk.prep_bytes);
+      base += jobs[j].cols;
+    }
+  };
+  if (prep_cols == 1) {
+    prepare(0, 1, 0);
+  } else if (prep_cols > 1) {
+    ctx.pool->parallel_for(prep_cols, prepare);
+  }
   ctx.pool->parallel_for(total_rows, [&](int64_t r0, int64_t r1, int) {
     for (size_t j = 0; j < jobs.size(); ++j) {
       const Prepared& p = prep[j];
       const MatmulJob& job = jobs[j];
       const int64_t b = std::max(r0, p.row_begin) - p.row_begin, e = std::min(r1, p.row_begin + job.rows) - p.row_begin;
       if (b >= e) continue;
-      const uint8_t* a = p.k->act == ActFormat::kF32 ? reinterpret_cast<const uint8_t*>(job.x) : act + p.act_offset;
-      run_rows(p.rk, static_cast<const uint8_t*>(job.w), p.w_row_bytes, job.n, a, p.a_row_bytes, job.cols, job.y,
-               p.y_stride, b, e);
+      const uint8_t* a = p.k->act == ActFormat::kF32 ? reinterpret_cast<const uint8_t*>(job.x)
+                         : p.rk.prepare != nullptr  ? prepared + p.prep_offset
+                                                    : act + p.act_offset;
+      run_rows(p.rk, static_cast<const uint8_t*>(job.w), p.w_row_bytes, job.n, a,
+               p.rk.prepare != nullptr ? p.rk.prep_bytes : p.a_row_bytes, job.cols, job.y, p.y_stride, b, e);
     }
   });
   return ok_status();

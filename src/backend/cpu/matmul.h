@@ -24,6 +24,7 @@ struct CpuContext {
   ThreadPool* pool = nullptr;                   // required
   SimdLevel max_level = detected_simd_level();  // kernels above this level are not used
   std::vector<uint8_t> act_scratch;             // reused quantized-activation buffer
+  std::vector<uint8_t> prep_scratch;            // reused prepared-activation buffer (quant.h prepare_act)
 };
 
 // Errors: a type without kernels, n not a multiple of its block size, negative sizes.

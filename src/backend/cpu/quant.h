@@ -75,6 +75,14 @@ struct TypeKernels {
   // pay off when activations are reused across columns and stream DRAM slower than the
   // single-row kernel (measured: Q8_0 AVX-512 86% → 43% of bandwidth). Never changes bits.
   bool rows_for_matvec = true;
+  // Optional, per SimdLevel (null = none): prepare_act rewrites one quantized activation row of n
+  // elements into prepared_act_bytes(n) bytes (64-byte aligned destination) that
+  // vec_dot_rows_prepared reads instead of the activation, so a matmul does the activation-side
+  // work of the multi-row kernel once per column rather than once per group of rows. The results
+  // equal vec_dot_rows' bit for bit.
+  int64_t (*prepared_act_bytes)(int64_t n) = nullptr;
+  void (*prepare_act[3])(const void* act, int64_t n, void* out) = {nullptr, nullptr, nullptr};
+  VecDotRowsFn vec_dot_rows_prepared[3] = {nullptr, nullptr, nullptr};
 };
 
 // nullptr for types without kernels (sizes-only types such as Q4_0, and I32 which has no dot).
