@@ -129,6 +129,11 @@ struct StreamState {
   std::unique_ptr<api::AnthropicStream> anthropic;
   bool started = false;
   bool finished = false;
+  std::atomic<int>* open_streams = nullptr;  // decremented once, when the stream ends either way
+  void closed() {
+    if (open_streams) open_streams->fetch_sub(1);
+    open_streams = nullptr;
+  }
 };
 
 }  // namespace
@@ -210,6 +215,8 @@ void Server::Impl::handle_generation(ApiKind kind, const httplib::Request& req, 
   }
 
   auto st = std::make_shared<StreamState>();
+  st->open_streams = &open_streams;
+  open_streams.fetch_add(1);
   st->job = job;
   st->prep = std::move(prep);
   st->meta = meta;
@@ -272,10 +279,12 @@ void Server::Impl::handle_generation(ApiKind kind, const httplib::Request& req, 
         st->finished = true;
         const bool ok = write(out);
         sink.done();
+        st->closed();
         return ok;
       },
       [st](bool success) {
         if (!success || !st->finished) st->job->cancelled = true;
+        st->closed();
       });
 }
 

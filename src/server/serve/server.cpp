@@ -1,6 +1,9 @@
 // server/serve/server.cpp — set-up (bind, timeouts, thread pool, body limit), authentication,
 // CORS, error shapes for transport errors, and the informational routes (/health, /v1/models,
 // /props, /metrics).
+#include <chrono>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
@@ -26,6 +29,19 @@ bool same_secret(const std::string& a, const std::string& b) {
     diff |= static_cast<unsigned char>(x ^ y);
   }
   return diff == 0;
+}
+
+// The route label in /metrics: a served path as is, anything else "other". Never the raw path:
+// client bytes (quotes, newlines, invalid UTF-8) would corrupt the exposition, and every distinct
+// path would add a series forever.
+std::string route_label(const std::string& path) {
+  static const char* const kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/messages",
+                                        "/v1/messages/count_tokens", "/v1/models", "/models", "/tokenize",
+                                        "/detokenize", "/health", "/props", "/metrics"};
+  for (const char* r : kRoutes)
+    if (path == r) return path;
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/:id";
+  return "other";
 }
 
 api::ApiError make_error(int status, std::string type, std::string message, std::string code = "") {
@@ -72,7 +88,10 @@ void Server::Impl::install_routes() {
   http.set_payload_max_length(options.max_body_bytes);
   http.set_read_timeout(options.read_timeout_s, 0);
   http.set_write_timeout(options.read_timeout_s, 0);
-  http.set_keep_alive_timeout(30);
+  // Idle keep-alive connections hold a pool thread, and cpp-httplib (0.11) only notices stop() once
+  // their idle wait ends: this bounds how long a graceful stop waits for clients that keep a
+  // connection open (SDK connection pools do).
+  http.set_keep_alive_timeout(5);
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!options.cors_origin.empty()) {
@@ -92,8 +111,7 @@ void Server::Impl::install_routes() {
       api::ApiError e = make_error(401, kind == ApiKind::kAnthropic ? "authentication_error" : "invalid_request_error",
                                    "Invalid or missing API key. Send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.",
                                    "invalid_api_key");
-      send_error(kind, res, e, "auth");
-      metrics.request(req.path, 401);
+      send_error(kind, res, e, "auth");  // (the logger counts the request)
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -133,7 +151,7 @@ void Server::Impl::install_routes() {
     send_error(api_kind_for_path(req.path), res, make_error(500, "server_error", "Internal server error."), "internal");
   });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics.request(req.path, res.status);
+    metrics.request(route_label(req.path), res.status);
     log_debug("%s %s -> %d", req.method.c_str(), req.path.c_str(), res.status);
   });
 
@@ -309,7 +327,12 @@ int Server::port() const { return impl_->bound_port; }
 void Server::run() { impl_->http.listen_after_bind(); }
 
 void Server::stop() {
-  if (impl_->worker) impl_->worker->stop();
+  if (impl_->worker) impl_->worker->stop();  // every job is done now (finished, cancelled or failed)
+  // cpp-httplib ends a chunked response without its last chunk once the server stops: give open
+  // streams a moment to write their final event (they only have to read their JobDone).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (impl_->open_streams.load() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   impl_->http.stop();
 }
 

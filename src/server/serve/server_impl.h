@@ -29,6 +29,9 @@ struct Server::Impl {
   int bound_port = -1;
   std::atomic<int64_t> cache_live{0}, cache_checkpoints{0}, cache_checkpoint_bytes{0};
   std::atomic<size_t> replay_next{0};
+  // Streams that have not written their last event yet: stop() lets them finish (their jobs end
+  // at once) before the HTTP server stops, which would cut their responses short.
+  std::atomic<int> open_streams{0};
   std::mutex id_mu;
   std::mt19937_64 id_rng{std::random_device{}()};
 
