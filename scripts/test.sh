@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh — the test command (README "Run the tests"; CI runs exactly this via .ci/run).
 #   1. set-up (apt packages, pinned Python tools in .venv)
-#   2. Release build with warnings as errors, the default CTest suite (every label but `slow`)
-#   3. ASan+UBSan build of the unit tests, run
+#   2. Release build with warnings as errors, the default CTest suite (every label but `slow` and `soak`)
+#   3. ASan+UBSan build of the unit tests, run; the server soak (label soak) against it
 #   4. the GGUF reader fuzzer for a bounded time (default 60 s; DSV4_FUZZ_SECONDS=0 skips)
 # Options: --quick skips 3 and 4.
 set -euo pipefail
@@ -16,7 +16,7 @@ echo "== build (Release, -Werror)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDSV4_WERROR=ON >/dev/null
 cmake --build build -j"$JOBS"
 echo "== tests"
-ctest --test-dir build --output-on-failure -j"$JOBS" -LE slow
+ctest --test-dir build --output-on-failure -j"$JOBS" -LE 'slow|soak'
 
 if [ $quick -eq 0 ]; then
   echo "== ASan+UBSan unit tests"
@@ -24,6 +24,9 @@ if [ $quick -eq 0 ]; then
   cmake --build build-asan -j"$JOBS"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$JOBS" -L unit
+  echo "== ASan+UBSan server soak"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -L soak
   secs=${DSV4_FUZZ_SECONDS:-60}
   if [ "$secs" != "0" ]; then
     echo "== fuzz GGUF reader (${secs}s)"
