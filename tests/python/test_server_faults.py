@@ -446,7 +446,7 @@ def test_context_limits(server, eos):
     r = post(port, CHAT, {"model": "m", "messages": [{"role": "user", "content": long}]})  # no max_tokens
     check_error(CHAT, r, 400, "invalid_request_error", code="context_length_exceeded")
     r = post(port, COMPLETIONS, {"model": "m", "prompt": long, "max_tokens": 4})
-    check_error(COMPLETIONS, r, 400, "invalid_request_error", code="context_length_exceeded")
+    check_error(COMPLETIONS, r, 400, "invalid_request_error", param="prompt", code="context_length_exceeded")
     r = post(port, MESSAGES, {"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": long}]})
     check_error(MESSAGES, r, 400, "invalid_request_error", message_contains="context length")
     r = post(port, CHAT, {"model": "m", "messages": HI * 5000, "max_tokens": 4})

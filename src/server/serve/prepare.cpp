@@ -29,10 +29,11 @@ std::optional<api::ApiError> finish_prepare(const Engine& engine, const api::Gen
   const int64_t ctx = engine.info().ctx;
   const int64_t n = static_cast<int64_t>(out.gen.prompt.size());
   if (n == 0) return bad_request("The prompt is empty.", "prompt");
+  const char* what = out.kind == ApiKind::kCompletion ? "prompt" : "messages";
   if (n >= ctx)
-    return bad_request("This model's maximum context length is " + std::to_string(ctx) + " tokens. However, your "
-                       "messages resulted in " + std::to_string(n) + " tokens. Please reduce the length of the messages.",
-                       "messages", "context_length_exceeded");
+    return bad_request("This model's maximum context length is " + std::to_string(ctx) + " tokens. However, your " +
+                       what + " resulted in " + std::to_string(n) + " tokens. Please reduce the length of the " + what +
+                       ".", what, "context_length_exceeded");
   if (p.max_tokens) {
     if (n + *p.max_tokens > ctx + 1)
       return bad_request("This model's maximum context length is " + std::to_string(ctx) + " tokens. However, you "
