@@ -39,6 +39,15 @@ std::string num(double v) {
   std::snprintf(b, sizeof b, "%.17g", v);
   return b;
 }
+// A metric without labels: its HELP/TYPE header and its one sample.
+void sample(std::string& out, const char* name, const char* type, const char* help, int64_t v) {
+  metric(out, name, type, help);
+  out += std::string(name) + " " + std::to_string(v) + "\n";
+}
+void sample(std::string& out, const char* name, const char* type, const char* help, double v) {
+  metric(out, name, type, help);
+  out += std::string(name) + " " + num(v) + "\n";
+}
 }  // namespace
 
 std::string Metrics::prometheus(int64_t queue_depth, bool busy, int64_t ctx, int64_t cache_tokens, int64_t checkpoints,
@@ -51,36 +60,21 @@ std::string Metrics::prometheus(int64_t queue_depth, bool busy, int64_t ctx, int
          std::to_string(v) + "\n";
   metric(o, "dsv4_errors_total", "counter", "Failed requests by kind.");
   for (const auto& [k, v] : errors_) o += "dsv4_errors_total{kind=\"" + k + "\"} " + std::to_string(v) + "\n";
-  metric(o, "dsv4_generations_total", "counter", "Generations run by the engine worker.");
-  o += "dsv4_generations_total " + std::to_string(generations_) + "\n";
-  metric(o, "dsv4_prompt_tokens_total", "counter", "Prompt tokens received (tokens in).");
-  o += "dsv4_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
-  metric(o, "dsv4_prompt_tokens_cached_total", "counter", "Prompt tokens whose state was reused.");
-  o += "dsv4_prompt_tokens_cached_total " + std::to_string(cached_tokens_) + "\n";
-  metric(o, "dsv4_completion_tokens_total", "counter", "Tokens generated (tokens out).");
-  o += "dsv4_completion_tokens_total " + std::to_string(completion_tokens_) + "\n";
-  metric(o, "dsv4_prefill_seconds_total", "counter", "Time spent in prefill.");
-  o += "dsv4_prefill_seconds_total " + num(prefill_s_) + "\n";
-  metric(o, "dsv4_decode_seconds_total", "counter", "Time spent decoding.");
-  o += "dsv4_decode_seconds_total " + num(decode_s_) + "\n";
-  metric(o, "dsv4_queue_wait_seconds_total", "counter", "Time requests waited in the queue.");
-  o += "dsv4_queue_wait_seconds_total " + num(queue_s_) + "\n";
-  metric(o, "dsv4_prefill_tokens_per_second", "gauge", "Prefill speed of the last generation (computed tokens).");
-  o += "dsv4_prefill_tokens_per_second " + num(last_prefill_tps_) + "\n";
-  metric(o, "dsv4_decode_tokens_per_second", "gauge", "Decode speed of the last generation.");
-  o += "dsv4_decode_tokens_per_second " + num(last_decode_tps_) + "\n";
-  metric(o, "dsv4_queue_depth", "gauge", "Requests waiting for the engine worker.");
-  o += "dsv4_queue_depth " + std::to_string(queue_depth) + "\n";
-  metric(o, "dsv4_busy", "gauge", "1 while the engine worker runs a generation.");
-  o += std::string("dsv4_busy ") + (busy ? "1" : "0") + "\n";
-  metric(o, "dsv4_context_tokens", "gauge", "Context size of the session.");
-  o += "dsv4_context_tokens " + std::to_string(ctx) + "\n";
-  metric(o, "dsv4_cache_live_tokens", "gauge", "Tokens held by the session (prefix-reuse candidates).");
-  o += "dsv4_cache_live_tokens " + std::to_string(cache_tokens) + "\n";
-  metric(o, "dsv4_cache_checkpoints", "gauge", "Rewind checkpoints kept.");
-  o += "dsv4_cache_checkpoints " + std::to_string(checkpoints) + "\n";
-  metric(o, "dsv4_cache_checkpoint_bytes", "gauge", "Memory held by rewind checkpoints.");
-  o += "dsv4_cache_checkpoint_bytes " + std::to_string(checkpoint_bytes) + "\n";
+  sample(o, "dsv4_generations_total", "counter", "Generations run by the engine worker.", generations_);
+  sample(o, "dsv4_prompt_tokens_total", "counter", "Prompt tokens received (tokens in).", prompt_tokens_);
+  sample(o, "dsv4_prompt_tokens_cached_total", "counter", "Prompt tokens whose state was reused.", cached_tokens_);
+  sample(o, "dsv4_completion_tokens_total", "counter", "Tokens generated (tokens out).", completion_tokens_);
+  sample(o, "dsv4_prefill_seconds_total", "counter", "Time spent in prefill.", prefill_s_);
+  sample(o, "dsv4_decode_seconds_total", "counter", "Time spent decoding.", decode_s_);
+  sample(o, "dsv4_queue_wait_seconds_total", "counter", "Time requests waited in the queue.", queue_s_);
+  sample(o, "dsv4_prefill_tokens_per_second", "gauge", "Prefill speed of the last generation (computed tokens).", last_prefill_tps_);
+  sample(o, "dsv4_decode_tokens_per_second", "gauge", "Decode speed of the last generation.", last_decode_tps_);
+  sample(o, "dsv4_queue_depth", "gauge", "Requests waiting for the engine worker.", queue_depth);
+  sample(o, "dsv4_busy", "gauge", "1 while the engine worker runs a generation.", int64_t{busy ? 1 : 0});
+  sample(o, "dsv4_context_tokens", "gauge", "Context size of the session.", ctx);
+  sample(o, "dsv4_cache_live_tokens", "gauge", "Tokens held by the session (prefix-reuse candidates).", cache_tokens);
+  sample(o, "dsv4_cache_checkpoints", "gauge", "Rewind checkpoints kept.", checkpoints);
+  sample(o, "dsv4_cache_checkpoint_bytes", "gauge", "Memory held by rewind checkpoints.", checkpoint_bytes);
   return o;
 }
 
