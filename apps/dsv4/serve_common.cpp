@@ -33,22 +33,12 @@ Result<std::unique_ptr<Engine>> load_engine(const EngineLoadArgs& a, const char*
   o.prefill_chunk = a.prefill_chunk;
   o.checkpoint_interval = a.checkpoint_interval;
   o.max_checkpoints = a.max_checkpoints;
-  o.ctx = a.ctx;
-  if (o.ctx <= 0) {
-    // The context is needed before loading; peek at the metadata (a cheap mmap) for the default.
-    o.ctx = 32768;
-  }
+  o.ctx = a.ctx;  // 0: the engine picks min(the model's training context, 32768)
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (tty) std::fprintf(stderr, "dsv4 %s: loading %s ...\r", cmd, o.model_path.c_str());
   const auto t0 = std::chrono::steady_clock::now();
   auto engine = Engine::load(o);
   if (!engine.ok()) return engine.status();
-  if (a.ctx <= 0 && (*engine)->info().n_ctx_train > 0 && (*engine)->info().n_ctx_train < o.ctx) {
-    // Reload with the model's own (smaller) context so the session reserves no more than it needs.
-    o.ctx = (*engine)->info().n_ctx_train;
-    engine = Engine::load(o);
-    if (!engine.ok()) return engine.status();
-  }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const ModelInfo& mi = (*engine)->info();
   if (tty) std::fprintf(stderr, "\033[K");

@@ -34,9 +34,12 @@
 
 namespace dsv4 {
 
+inline constexpr int64_t kDefaultCtx = 32768;
+
 struct EngineOptions {
   std::string model_path;
-  int64_t ctx = 32768;              // tokens one timeline may hold (prompt + completion)
+  int64_t ctx = 32768;              // tokens one timeline may hold (prompt + completion);
+                                    // 0 = min(the model's training context, kDefaultCtx)
   int threads = 0;                  // 0 = all CPUs
   SimdLevel simd = SimdLevel::kScalar;  // the app passes the resolved --simd level
   bool timing = false;              // per-phase times in GenerationStats

@@ -1,5 +1,6 @@
 // engine/engine.cpp — Engine: loading (thread pool, CPU ops, model, tokenizer, session), model
 // info, and the thread-safe text helpers. generate() lives in generate.cpp.
+#include <algorithm>
 #include <filesystem>
 
 #include "engine/engine_impl.h"
@@ -21,7 +22,8 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
-  if (options.ctx < 1) return invalid_argument("ctx must be at least 1, got " + std::to_string(options.ctx));
+  if (options.ctx < 0) return invalid_argument("ctx must be at least 1 (or 0 for the default), got " +
+                                               std::to_string(options.ctx));
   if (options.prefill_chunk < 1) return invalid_argument("prefill chunk must be at least 1");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -38,7 +40,9 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
                             " tokens but the model's vocabulary is " + std::to_string(s.n_vocab));
   DSV4_ASSIGN_OR_RETURN(impl->eos, impl->tokenizer.eos_id());
   DSV4_ASSIGN_OR_RETURN(impl->think_end, impl->tokenizer.require_special("</think>"));
-  impl->session = std::make_unique<model::Session>(*impl->model, *impl->ops, options.ctx);
+  if (impl->options.ctx == 0)
+    impl->options.ctx = s.n_ctx_train > 0 ? std::min(s.n_ctx_train, kDefaultCtx) : kDefaultCtx;
+  impl->session = std::make_unique<model::Session>(*impl->model, *impl->ops, impl->options.ctx);
   impl->session->set_timing(options.timing);
   impl->cache = std::make_unique<engine::PrefixCache>(options.max_checkpoints);
 
@@ -53,7 +57,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   mi.n_expert = s.n_expert;
   mi.n_expert_used = s.n_expert_used;
   mi.n_ctx_train = s.n_ctx_train;
-  mi.ctx = options.ctx;
+  mi.ctx = impl->options.ctx;
   for (const auto& t : impl->model->file().tensors()) mi.n_params += t.n_elements;
   mi.file_bytes = impl->model->file().file_size();
   mi.session_bytes = impl->session->reserved_bytes();
