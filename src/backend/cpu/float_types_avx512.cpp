@@ -10,12 +10,14 @@ namespace dsv4::cpu {
 namespace {
 
 struct LoadF32 {
+  static constexpr int kBytes = 4;
   static __m512 full(const void* p, int64_t i) { return _mm512_loadu_ps(static_cast<const float*>(p) + i); }
   static __m512 part(const void* p, int64_t i, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, static_cast<const float*>(p) + i);
   }
 };
 struct LoadF16 {
+  static constexpr int kBytes = 2;
   static __m512 full(const void* p, int64_t i) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
   }
@@ -24,6 +26,7 @@ struct LoadF16 {
   }
 };
 struct LoadBF16 {
+  static constexpr int kBytes = 2;
   static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
   static __m512 full(const void* p, int64_t i) {
     return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
@@ -39,6 +42,8 @@ float vec_dot(int64_t n, const void* w, const void* xv) {
   __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    _mm_prefetch(static_cast<const char*>(w) + L::kBytes * i + 4096, _MM_HINT_T0);
+    if (L::kBytes == 4) _mm_prefetch(static_cast<const char*>(w) + L::kBytes * i + 4096 + 64, _MM_HINT_T0);
     lo = _mm512_fmadd_ps(L::full(w, i), _mm512_loadu_ps(x + i), lo);
     hi = _mm512_fmadd_ps(L::full(w, i + 16), _mm512_loadu_ps(x + i + 16), hi);
   }
