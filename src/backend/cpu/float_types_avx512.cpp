@@ -5,6 +5,7 @@
 
 #include "backend/cpu/float_types.h"
 #include "backend/cpu/simd_reduce.h"
+#include "backend/cpu/stream_prefetch.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -42,8 +43,7 @@ float vec_dot(int64_t n, const void* w, const void* xv) {
   __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    _mm_prefetch(static_cast<const char*>(w) + L::kBytes * i + 4096, _MM_HINT_T0);
-    if (L::kBytes == 4) _mm_prefetch(static_cast<const char*>(w) + L::kBytes * i + 4096 + 64, _MM_HINT_T0);
+    prefetch_ahead(static_cast<const char*>(w) + L::kBytes * i, 32 * L::kBytes);  // stream_prefetch.h
     lo = _mm512_fmadd_ps(L::full(w, i), _mm512_loadu_ps(x + i), lo);
     hi = _mm512_fmadd_ps(L::full(w, i + 16), _mm512_loadu_ps(x + i + 16), hi);
   }

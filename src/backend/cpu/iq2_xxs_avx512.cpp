@@ -38,6 +38,7 @@
 #include "backend/cpu/iq2_xxs_tables.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/simd_reduce.h"
+#include "backend/cpu/stream_prefetch.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -314,6 +315,7 @@ inline void rows_chunk(const Consts& c, const void* w, int64_t w_stride, int64_t
   const __m512 dx = _mm512_maskz_loadu_ps(valid, a.dx);
   for (int r = 0; r < nr; ++r) {
     const auto* wb = reinterpret_cast<const BlockIq2Xxs*>(static_cast<const uint8_t*>(w) + r * w_stride) + b;
+    prefetch_ahead(wb, count * static_cast<int64_t>(sizeof(BlockIq2Xxs)));  // stream_prefetch.h
     // A 4-byte gather at a block's start (d, qs[0]) stays inside the block; keep the low 16 bits.
     const __m512i dbits = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, widx, &wb->d, 1);
     const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));

@@ -22,6 +22,7 @@
 #include "backend/cpu/k_quants.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/simd_reduce.h"
+#include "backend/cpu/stream_prefetch.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -152,15 +153,14 @@ inline __m512i q4_k_super_block(const uint8_t* w, const uint8_t* a) {
 }
 
 // One chunk of up to 16 super-blocks (cnt of them) of one row -> acc[c & 1] (lane j = super-block
-// 16c + j). dx: the chunk's activation scales (shared by every row). The chunk's bytes one 4 KiB
-// page ahead are prefetched (T0): matrix x vector streams rows from DRAM, and on this VM the hardware
-// prefetcher alone left Q2_K at 50-64 % and Q4_K at 56-67 % of the read bandwidth (with: 62-76 %,
-// 70-85 %; T1 measured worse). A prefetch never faults and changes no result.
+// 16c + j). dx: the chunk's activation scales (shared by every row). The chunk's bytes one page
+// ahead are prefetched (stream_prefetch.h: Q2_K 50-64 % -> 62-76 %, Q4_K 56-67 % -> 70-85 % of the
+// read bandwidth).
 // kGather: d/dmin by one vpgatherdd (best for a single row, where the stack buffer's failed store
 // forwarding sits on the critical path) instead of the stack buffer (best for several rows).
 template <int64_t kWBytes, int kDOffset, __m512i (*SuperBlock)(const uint8_t*, const uint8_t*), bool kGather>
 inline __m512 chunk_values(const uint8_t* wc, const uint8_t* ac, int cnt, __m512 dx) {
-  for (int64_t l = 0; l < cnt * kWBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(wc + 4096 + l), _MM_HINT_T0);
+  prefetch_ahead(wc, cnt * kWBytes);
   __m512i v[16];
   alignas(64) uint32_t dbuf[16];
 #pragma GCC unroll 16

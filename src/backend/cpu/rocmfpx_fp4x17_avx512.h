@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "backend/cpu/quant.h"
+#include "backend/cpu/stream_prefetch.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512vbmi")
@@ -212,6 +213,7 @@ void rows_driver(int64_t n, const void* wv, int64_t w_stride, const void* act, i
       __m512 a0 = acc[r][0], a1 = acc[r][1];
       int64_t c = c0;  // c0 is even (kSegChunks is)
       for (; c + 1 < cf; c += 2) {
+        prefetch_ahead(wr + c * kCB, 2 * kCB);  // stream_prefetch.h
         a0 = K::row(wr + c * kCB, buf[c - c0], a0);
         a1 = K::row(wr + (c + 1) * kCB, buf[c + 1 - c0], a1);
       }
