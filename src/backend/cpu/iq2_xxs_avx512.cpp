@@ -8,22 +8,8 @@
 // Integer sums are exact, so only the order of the float steps above matters.
 //
 // Two integer-dot paths:
-//  * VBMI + BITALG + GFNI (Zen 4, Ice Lake and later), used when the CPU has them. No scalar table
-//    loads; per super-block (its 64 qs bytes in one zmm q, qword k = group k):
-//      - grid: the 32 grid indices -> words (one vpermb) -> 2-bit level codes (256 x u16 table in 8
-//        zmm: four vpermt2w + blends on index bits 6, 7): word e of L = code of entry e (element j
-//        at bits 2j, 2j+1). "Plane" t (t < 4) = elements t and t + 4 of every entry: one
-//        gf2p8affineqb on L with a per-t matrix maps the code bits of byte 2e + h straight to the
-//        magnitude 8 / 25 / 43 (8 = 001000b, 25 = 011001b, 43 = 101011b is GF(2)-affine in the two
-//        code bits), ignoring the other bits.
-//      - signs: vpmultishiftqb puts entry 4k + m's 7-bit sign field at qword k byte m; a 128-entry
-//        vpermi2b table gives ksigns (bit-reversed); XOR with the activation's sign bits in the same
-//        layout (z); vpshufbitqmb picks, per plane, the 64-bit "product is negative" mask.
-//      - dot: vpdpbusd(|q8|, ±grid): |q8| <= 128 as unsigned bytes, ±grid in [-43, 43] signed, so
-//        q8 = −128 is exact. In every plane dword u holds entries 2u, 2u + 1 = group u / 2, so the
-//        four planes accumulate into one vector, multiplied once by (2·ls_k + 1) in dwords 2k, 2k+1.
-//    The activation side (|q8| permuted into the plane layout by vpermi2b, z from gf2p8affineqb,
-//    d_x) is built once per 16-block chunk into a stack buffer and reused for each of the nr rows.
+//  * VBMI + BITALG + GFNI (Zen 4, Ice Lake and later), used when the CPU has them: super-blocks in
+//    pairs, no scalar table loads, ~4 vector ops per 64 weights (layout written at the VBMI section).
 //  * Baseline AVX-512 (F/BW/VL/DQ/VNNI) otherwise: eight 64-bit grid loads per 64 weights; sign
 //    bytes computed in-register (parity folded into bit 7) used as a byte mask k;
 //    vpmaddubsw(g, q) − 2·vpmaddubsw(k ? g : 0, q) = exact int16 pair sums (q8 = −128 exact);
@@ -138,47 +124,56 @@ bool has_vbmi_bitalg_gfni() {
 }
 
 // ---- VBMI path ---------------------------------------------------------------------------------------
+//
+// Super-blocks go in pairs (A, B) = (2k, 2k+1) of a chunk. In every 64-byte vector of a pair, position
+// p = 8g + m (g, m < 8) stands for entry E(p) = entry 4g + m of A (m < 4) or 4g + m − 4 of B (m ≥ 4);
+// entry e of a super-block = its weights 8e .. 8e+7 (group e / 4). This is the order in which the qs
+// bytes already lie: qword g of A.qs holds A's four grid indices of group g in bytes 0-3 and its sign
+// fields / scale in bytes 4-7.
+//   grid:  IDX (byte p = grid index of E(p)) = one blend of A.qs and B.qs << 32; LO / HI (byte p =
+//          2-bit level codes of elements 0-3 / 4-7 of E(p), element j at bits 2(j%4), 2(j%4)+1) = two
+//          256-entry byte tables, each looked up by two vpermt2b (index bits 0-6) and a blend on bit 7.
+//   signs: vpmultishiftqb puts E(p)'s 7-bit sign field in byte p (two of them: A, then B masked in),
+//          one 128-entry vpermt2b gives ksigns (bit j = element j negative); XOR the activation's sign
+//          bits Z (byte p bit j = sign of q8 of element j of E(p)) = sign of the product.
+//   plane j (j < 8, 64 weights: element j of every entry): gf2p8affineqb maps the code bits of
+//          element j in LO / HI straight to the magnitude 8 / 25 / 43 (8 = 001000b, 25 = 011001b,
+//          43 = 101011b is GF(2)-affine in the two code bits, the other bits are ignored); vptestmb
+//          (bit j of the sign bytes) and a masked subtract give ±grid in [-43, 43]; vpdpbusd with the
+//          activation's |q8| (<= 128 as unsigned bytes, so q8 = −128 is exact) in the same order.
+//   Dword u of the eight-plane sum = positions 4u .. 4u+3 = one group: A's group u/2 (u even) or B's
+//   (u odd); one vpmulld by (2·ls + 1) of that group, and a qword transposition turns the chunk's
+//   eight pair vectors into lane j = isum of super-block j.
+// The activation side (|q8| per plane, Z, d_x) is built once per chunk (ActChunk) and reused by
+// every row: prepare_act does it once per activation row for a whole matmul.
 
 struct alignas(64) VbmiTables {
-  uint16_t code[256];       // entry k: level code (0, 1, 2) of element j at bits 2j..2j+1
-  uint8_t ksigns_rev[128];  // ksigns_iq2xs[s] with bit order reversed (bit 7 - j = element j)
-  uint8_t idx_words[64];    // vpermb: word e <- grid index byte of entry e (qs byte 8(e/4) + e%4)
-  uint8_t sign_shift[64];   // vpmultishiftqb on qs: qword k byte m <- bits 32 + 7m (entry 4k + m's field)
-  uint8_t bit_idx[4][64];   // vpshufbitqmb for plane t: byte 2e + h <- bit 8(e%4) + 7 - (t + 4h)
-  uint8_t act_idx[4][64];   // vpermi2b for plane t: byte 2e + h <- q8[8e + t + 4h] (mod 128)
-  uint8_t z_idx[64];        // vpermi2b: byte 8k + m <- any byte of R's qword for entry 4k + m (mod 16)
+  uint8_t code_lo[256];    // grid entry k: level codes (8 -> 0, 25 -> 1, 43 -> 2) of elements 0-3
+  uint8_t code_hi[256];    // ... of elements 4-7 (element 4 + j at bits 2j, 2j + 1)
+  uint8_t ksigns[128];     // ksigns_iq2xs
+  uint8_t sign_shift[64];  // vpmultishiftqb: byte 8g + m <- bits 32 + 7·(m % 4) (sign field of entry m % 4)
+  uint8_t act_idx[8][64];  // prep, plane j: byte p <- q8 byte (8·e + j) mod 128 of its super-block, e = 4g + m % 4
+  uint8_t z_idx[64];       // prep: byte p <- byte 4g + m % 4 (+ 32 for B) of [signs of A's entries | B's]
 };
 
 VbmiTables make_vbmi_tables() {
   VbmiTables t{};
   for (int k = 0; k < 256; ++k) {
-    uint16_t c = 0;
+    unsigned c = 0;
     for (int j = 0; j < 8; ++j) {
       const unsigned v = (iq2xxs_grid[k] >> (8 * j)) & 0xff;
-      c = static_cast<uint16_t>(c | (v == 8 ? 0u : v == 25 ? 1u : 2u) << (2 * j));
+      c |= (v == 8 ? 0u : v == 25 ? 1u : 2u) << (2 * j);
     }
-    t.code[k] = c;
+    t.code_lo[k] = static_cast<uint8_t>(c & 0xff);
+    t.code_hi[k] = static_cast<uint8_t>(c >> 8);
   }
-  for (int s = 0; s < 128; ++s) {
-    uint8_t r = 0;
-    for (int j = 0; j < 8; ++j)
-      if ((ksigns_iq2xs[s] >> j) & 1) r = static_cast<uint8_t>(r | 1u << (7 - j));
-    t.ksigns_rev[s] = r;
+  for (int s = 0; s < 128; ++s) t.ksigns[s] = ksigns_iq2xs[s];
+  for (int p = 0; p < 64; ++p) {
+    const int g = p / 8, m = p % 8, e = 4 * g + m % 4;
+    t.sign_shift[p] = static_cast<uint8_t>(32 + 7 * (m % 4));
+    for (int j = 0; j < 8; ++j) t.act_idx[j][p] = static_cast<uint8_t>((8 * e + j) & 127);
+    t.z_idx[p] = static_cast<uint8_t>(e + (m >= 4 ? 32 : 0));
   }
-  for (int e = 0; e < 32; ++e) {
-    t.idx_words[2 * e] = static_cast<uint8_t>(8 * (e >> 2) + (e & 3));
-    t.idx_words[2 * e + 1] = 0;  // zeroed by the mask
-    for (int h = 0; h < 2; ++h)
-      for (int p = 0; p < 4; ++p) {
-        t.bit_idx[p][2 * e + h] = static_cast<uint8_t>(8 * (e & 3) + 7 - (p + 4 * h));
-        t.act_idx[p][2 * e + h] = static_cast<uint8_t>((8 * e + p + 4 * h) & 127);
-      }
-  }
-  for (int k = 0; k < 8; ++k)
-    for (int m = 0; m < 8; ++m) {
-      t.sign_shift[8 * k + m] = static_cast<uint8_t>(m < 4 ? 32 + 7 * m : 0);
-      t.z_idx[8 * k + m] = static_cast<uint8_t>(m < 4 ? 8 * ((4 * k + m) & 15) : 0);
-    }
   return t;
 }
 
@@ -189,12 +184,15 @@ const VbmiTables& vbmi_tables() {
 }
 
 constexpr int kChunk = 16;
+constexpr __mmask64 kBBytes = 0xf0f0f0f0f0f0f0f0ull;  // positions of B's entries (m >= 4)
 
-// Activation side of one super-block, in the "plane" layout of the weights: plane t holds, for each
-// entry e (8 weights), its elements t and t + 4 at bytes 2e, 2e + 1.
+// Activation side of one pair of super-blocks, in the position order above.
+struct alignas(64) ActPair {
+  __m512i qa[8];  // plane j: byte p = |q8| of element j of E(p) (unsigned)
+  __m512i z;      // byte p: bit j = sign of q8 of element j of E(p)
+};
 struct alignas(64) ActChunk {
-  __m512i qa[kChunk][4];  // plane t: |q8| (unsigned bytes); byte 2e + h = |q8[8e + t + 4h]|
-  __m512i z[kChunk];      // qword k byte m: sign bits of q8[32k + 8m ..], bit 7 - j = element j
+  ActPair pair[kChunk / 2];
   float dx[kChunk];
 };
 
@@ -215,91 +213,109 @@ constexpr long long level_matrix(int t) {
 }
 
 struct Consts {
-  __m512i code[8], ks0, ks1, idx_words, sign_shift, bit_idx[4], lvl[4];
+  __m512i lo[4], hi[4], ks0, ks1, sign_shift, lvl[4];
 };
 
 inline Consts load_consts(const VbmiTables& tb) {
   Consts c;
-  const auto* code = reinterpret_cast<const __m512i*>(tb.code);
-  for (int i = 0; i < 8; ++i) c.code[i] = _mm512_load_si512(code + i);
-  c.ks0 = _mm512_load_si512(tb.ksigns_rev);
-  c.ks1 = _mm512_load_si512(tb.ksigns_rev + 64);
-  c.idx_words = _mm512_load_si512(tb.idx_words);
-  c.sign_shift = _mm512_load_si512(tb.sign_shift);
-  for (int t = 0; t < 4; ++t) {
-    c.bit_idx[t] = _mm512_load_si512(tb.bit_idx[t]);
-    c.lvl[t] = _mm512_set1_epi64(level_matrix(t));
+  for (int i = 0; i < 4; ++i) {
+    c.lo[i] = _mm512_load_si512(tb.code_lo + 64 * i);
+    c.hi[i] = _mm512_load_si512(tb.code_hi + 64 * i);
+    c.lvl[i] = _mm512_set1_epi64(level_matrix(i));
   }
+  c.ks0 = _mm512_load_si512(tb.ksigns);
+  c.ks1 = _mm512_load_si512(tb.ksigns + 64);
+  c.sign_shift = _mm512_load_si512(tb.sign_shift);
   return c;
 }
 
-inline void prep_act(const VbmiTables& tb, const BlockQ8_K* x, int count, ActChunk& a) {
-  const __m512i hi = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i zi = _mm512_load_si512(tb.z_idx);
-  constexpr __mmask64 kUpper = 0xffffffff00000000ull;
-  for (int j = 0; j < count; ++j) {
-    const __m512i z0 = _mm512_loadu_si512(x[j].qs), z1 = _mm512_loadu_si512(x[j].qs + 64);
-    const __m512i z2 = _mm512_loadu_si512(x[j].qs + 128), z3 = _mm512_loadu_si512(x[j].qs + 192);
-    for (int t = 0; t < 4; ++t) {
-      const __m512i ix = _mm512_load_si512(tb.act_idx[t]);
-      const __m512i q = _mm512_mask_blend_epi8(kUpper, _mm512_permutex2var_epi8(z0, ix, z1), _mm512_permutex2var_epi8(z2, ix, z3));
-      a.qa[j][t] = _mm512_abs_epi8(q);
-    }
-    // every byte of qword k of r_i: bit b = sign of byte 7 - b of activation qword 8i + k
-    const __m512i r0 = _mm512_gf2p8affine_epi64_epi8(hi, z0, 0), r1 = _mm512_gf2p8affine_epi64_epi8(hi, z1, 0);
-    const __m512i r2 = _mm512_gf2p8affine_epi64_epi8(hi, z2, 0), r3 = _mm512_gf2p8affine_epi64_epi8(hi, z3, 0);
-    a.z[j] = _mm512_mask_blend_epi8(kUpper, _mm512_permutex2var_epi8(r0, zi, r1), _mm512_permutex2var_epi8(r2, zi, r3));
-    a.dx[j] = x[j].d;
-  }
+// A 256-entry byte table (four zmm) looked up at every byte of idx.
+inline __m512i lookup256(const __m512i t[4], __m512i idx) {
+  const __m512i t01 = _mm512_permutex2var_epi8(t[0], idx, t[1]);
+  const __m512i t23 = _mm512_permutex2var_epi8(t[2], idx, t[3]);
+  return _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), t01, t23);
 }
 
-inline __m512i block_dot_vbmi(const Consts& c, const BlockIq2Xxs& w, const __m512i* qa, __m512i z) {
-  const __m512i q = _mm512_loadu_si512(w.qs);  // qword k = a0_k | a1_k << 32 (group k)
-  // Level codes: word e of L = code of entry e (qword k = the four entries of group k).
-  const __m512i iw = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, c.idx_words, q);
-  const __mmask32 k6 = _mm512_test_epi16_mask(iw, _mm512_set1_epi16(0x40));
-  const __mmask32 k7 = _mm512_test_epi16_mask(iw, _mm512_set1_epi16(0x80));
-  const __m512i r01 = _mm512_permutex2var_epi16(c.code[0], iw, c.code[1]);
-  const __m512i r23 = _mm512_permutex2var_epi16(c.code[2], iw, c.code[3]);
-  const __m512i r45 = _mm512_permutex2var_epi16(c.code[4], iw, c.code[5]);
-  const __m512i r67 = _mm512_permutex2var_epi16(c.code[6], iw, c.code[7]);
-  const __m512i L = _mm512_mask_blend_epi16(k7, _mm512_mask_blend_epi16(k6, r01, r23), _mm512_mask_blend_epi16(k6, r45, r67));
-  // Signs: qword k byte m = ksigns_rev of entry 4k + m, XOR the activation signs.
-  const __m512i si = _mm512_multishift_epi64_epi8(c.sign_shift, q);
-  const __m512i s = _mm512_xor_si512(_mm512_permutex2var_epi8(c.ks0, si, c.ks1), z);
-  // Plane t: byte 2e + h = magnitude of element t + 4h of entry e (code byte h, bits 2t, 2t+1).
-  // Dword u = entries 2u, 2u+1 = group u/2 in every plane, so the planes share one accumulator.
-  __m512i acc = _mm512_setzero_si512();
-  for (int t = 0; t < 4; ++t) {
-    const __m512i g = _mm512_gf2p8affine_epi64_epi8(L, c.lvl[t], 0x08);
-    const __mmask64 neg = _mm512_bitshuffle_epi64_mask(s, c.bit_idx[t]);
-    const __m512i v = _mm512_mask_sub_epi8(g, neg, _mm512_setzero_si512(), g);
-    acc = _mm512_dpbusd_epi32(acc, qa[t], v);
+// Super-block j < count of x, or zeros.
+inline void load_act(const BlockQ8_K* x, int j, int count, __m512i v[4]) {
+  for (int i = 0; i < 4; ++i) v[i] = j < count ? _mm512_loadu_si512(x[j].qs + 64 * i) : _mm512_setzero_si512();
+}
+
+inline void prep_pair(const VbmiTables& tb, const BlockQ8_K* x, int k, int count, ActPair& a) {
+  __m512i qa[4], qb[4];
+  load_act(x, 2 * k, count, qa);
+  load_act(x, 2 * k + 1, count, qb);
+  constexpr __mmask64 kHigh = 0xffffffff00000000ull;  // entries 16-31 (bytes 128-255 of the super-block)
+  for (int j = 0; j < 8; ++j) {
+    const __m512i ix = _mm512_load_si512(tb.act_idx[j]);
+    const __m512i va = _mm512_mask_blend_epi8(kHigh, _mm512_permutex2var_epi8(qa[0], ix, qa[1]),
+                                              _mm512_permutex2var_epi8(qa[2], ix, qa[3]));
+    const __m512i vb = _mm512_mask_blend_epi8(kHigh, _mm512_permutex2var_epi8(qb[0], ix, qb[1]),
+                                              _mm512_permutex2var_epi8(qb[2], ix, qb[3]));
+    a.qa[j] = _mm512_abs_epi8(_mm512_mask_blend_epi8(kBBytes, va, vb));
   }
-  // (2·ls + 1) of group k in both dwords of qword k (bits 59..63 >> 59 = 2 ls + bit 59; bit 0 forced).
-  const __m512i sh = _mm512_srli_epi64(q, 59);
-  const __m512i sc = _mm512_ternarylogic_epi64(sh, _mm512_slli_epi64(sh, 32), _mm512_set1_epi64(0x0000000100000001ll), 0xfe);
-  return _mm512_mullo_epi32(acc, sc);
+  // Sign bytes in entry order (byte e = signs of entry e: bit j = q8[8e + j] < 0), A then B.
+  alignas(64) uint64_t sg[8];
+  for (int i = 0; i < 4; ++i) {
+    sg[i] = _cvtmask64_u64(_mm512_movepi8_mask(qa[i]));
+    sg[4 + i] = _cvtmask64_u64(_mm512_movepi8_mask(qb[i]));
+  }
+  a.z = _mm512_permutexvar_epi8(_mm512_load_si512(tb.z_idx), _mm512_load_si512(sg));
+}
+
+inline void prep_act(const VbmiTables& tb, const BlockQ8_K* x, int count, ActChunk& a) {
+  for (int k = 0; k < kChunk / 2; ++k) {
+    if (2 * k < count) {
+      prep_pair(tb, x, k, count, a.pair[k]);
+    } else {
+      for (auto& q : a.pair[k].qa) q = _mm512_setzero_si512();
+      a.pair[k].z = _mm512_setzero_si512();
+    }
+  }
+  for (int j = 0; j < kChunk; ++j) a.dx[j] = j < count ? x[j].d : 0.0f;
+}
+
+// Dword 2g = A's group g isum·(2·ls + 1), dword 2g + 1 = B's (exact int32). has_b false: B absent
+// (its qs are never read; its activation planes are zero).
+inline __m512i pair_dot(const Consts& c, const BlockIq2Xxs& wa, const BlockIq2Xxs* wb, const ActPair& a) {
+  const __m512i qa = _mm512_loadu_si512(wa.qs);
+  const __m512i qb = wb != nullptr ? _mm512_loadu_si512(wb->qs) : _mm512_setzero_si512();
+  const __m512i idx = _mm512_mask_blend_epi8(kBBytes, qa, _mm512_slli_epi64(qb, 32));
+  const __m512i lo = lookup256(c.lo, idx), hi = lookup256(c.hi, idx);
+  const __m512i si = _mm512_mask_multishift_epi64_epi8(_mm512_multishift_epi64_epi8(c.sign_shift, qa), kBBytes,
+                                                       c.sign_shift, qb);
+  const __m512i s = _mm512_xor_si512(_mm512_permutex2var_epi8(c.ks0, si, c.ks1), a.z);
+  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains (latency)
+  for (int j = 0; j < 8; ++j) {
+    const __m512i g = _mm512_gf2p8affine_epi64_epi8(j < 4 ? lo : hi, c.lvl[j % 4], 0x08);
+    const __mmask64 neg = _mm512_test_epi8_mask(s, _mm512_set1_epi8(static_cast<char>(1u << j)));
+    const __m512i v = _mm512_mask_sub_epi8(g, neg, _mm512_setzero_si512(), g);
+    acc[j & 1] = _mm512_dpbusd_epi32(acc[j & 1], a.qa[j], v);
+  }
+  // (2·ls + 1): ls = bits 60-63 of qword g of A (-> dword 2g) and of B (-> dword 2g + 1).
+  const __m512i ls = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64(qa, 60), _mm512_srli_epi64(qb, 28));
+  const __m512i sc = _mm512_or_si512(_mm512_slli_epi32(ls, 1), _mm512_set1_epi32(1));
+  return _mm512_mullo_epi32(_mm512_add_epi32(acc[0], acc[1]), sc);
+}
+
+// v[k] (pair k: dword 2g + b = super-block 2k + b's group g) -> lane j = Σ of super-block j's eight
+// dwords. Three rounds of qword transposition (adds of qword pairs, so A and B never mix).
+inline __m512i reduce_pairs(__m512i v[8]) {
+  const __m512i ev = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), od = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+  for (int n = 8; n > 1; n /= 2)
+    for (int i = 0; i < n / 2; ++i)
+      v[i] = _mm512_add_epi32(_mm512_permutex2var_epi64(v[2 * i], ev, v[2 * i + 1]),
+                              _mm512_permutex2var_epi64(v[2 * i], od, v[2 * i + 1]));
+  return v[0];
 }
 
 // Lane j = exact int dot of block j for the count (<= 16) valid blocks, 0 elsewhere.
 inline __m512i chunk_isums_vbmi(const Consts& c, const BlockIq2Xxs* w, const ActChunk& a, int count) {
-  __m512i t[8];
-  for (int k = 0; k < 8; ++k) {
-    const __m512i p0 = 2 * k < count ? block_dot_vbmi(c, w[2 * k], a.qa[2 * k], a.z[2 * k]) : _mm512_setzero_si512();
-    const __m512i p1 =
-        2 * k + 1 < count ? block_dot_vbmi(c, w[2 * k + 1], a.qa[2 * k + 1], a.z[2 * k + 1]) : _mm512_setzero_si512();
-    t[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
-  }
-  __m512i u[4];
-  for (int k = 0; k < 4; ++k)
-    u[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * k], t[2 * k + 1]), _mm512_unpackhi_epi64(t[2 * k], t[2 * k + 1]));
-  const __m512i w01 = _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                       _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const __m512i w23 = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2], u[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                                       _mm512_shuffle_i32x4(u[2], u[3], _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm512_add_epi32(_mm512_shuffle_i32x4(w01, w23, _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_shuffle_i32x4(w01, w23, _MM_SHUFFLE(3, 1, 3, 1)));
+  __m512i v[8];
+  for (int k = 0; k < 8; ++k)
+    v[k] = 2 * k < count ? pair_dot(c, w[2 * k], 2 * k + 1 < count ? &w[2 * k + 1] : nullptr, a.pair[k])
+                         : _mm512_setzero_si512();
+  return reduce_pairs(v);
 }
 
 inline float reduce_acc(__m512 a0, __m512 a1) {
