@@ -27,7 +27,7 @@ struct BenchArgs {
   std::string types;  // comma-separated type names
   bool json = false;
   bool quick = false;
-  double seconds = 0.25;
+  double seconds = 0.5;
 };
 
 int run_bench_kernels(const BenchArgs& a) {
@@ -86,8 +86,8 @@ int run_bench_kernels(const BenchArgs& a) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("matrix x vector (weights streamed from DRAM; 'read GB/s' = streaming read measured right after\n"
-              "each case, because this machine's bandwidth drifts; the fraction uses it)\n");
+  std::printf("matrix x vector (weights streamed from DRAM; best of 5 windows. 'read GB/s' = best streaming read\n"
+              "of probes interleaved with those windows, since bandwidth drifts on shared machines; the fraction uses it)\n");
   std::printf("  %-18s %-7s %11s %9s %9s %8s\n", "type", "simd", "rows x n", "GB/s", "read GB/s", "of BW");
   for (const auto& r : mv)
     std::printf("  %-18s %-7s %5lld x %-5lld %9.2f %9.2f %7.1f%%\n", std::string(tensor_type_name(r.type)).c_str(),

@@ -15,7 +15,7 @@ namespace dsv4::cpu {
 struct BenchOptions {
   int64_t bandwidth_bytes = int64_t{1} << 30;    // read-bandwidth buffer (>> LLC)
   int64_t min_working_set = int64_t{256} << 20;  // matvec cycles through copies totalling at least this
-  double seconds_per_case = 0.25;                // minimum timed duration per case
+  double seconds_per_case = 0.5;                 // minimum timed duration per case (best of 5 windows)
   std::vector<TensorType> types;                 // empty: every type with kernels
   // (rows, n) shapes for matrix×vector.
   std::vector<std::pair<int64_t, int64_t>> matvec_shapes = {{4096, 4096}, {2048, 4096}, {4096, 2048}};
