@@ -133,8 +133,9 @@ bool has_vbmi_bitalg_gfni() {
 //   grid:  IDX (byte p = grid index of E(p)) = one blend of A.qs and B.qs << 32; LO / HI (byte p =
 //          2-bit level codes of elements 0-3 / 4-7 of E(p), element j at bits 2(j%4), 2(j%4)+1) = two
 //          256-entry byte tables, each looked up by two vpermt2b (index bits 0-6) and a blend on bit 7.
-//   signs: vpmultishiftqb puts E(p)'s 7-bit sign field in byte p (two of them: A, then B masked in),
-//          one 128-entry vpermt2b gives ksigns (bit j = element j negative); XOR the activation's sign
+//   signs: the sign fields of A and B in one vector (dword 2g = A's group g, 2g + 1 = B's; its top
+//          bits also give the scales); vpmultishiftqb puts E(p)'s 7-bit sign field in byte p, one
+//          gf2p8affineqb adds the parity bit = ksigns (bit j = element j negative); XOR the activation's sign
 //          bits Z (byte p bit j = sign of q8 of element j of E(p)) = sign of the product.
 //   plane j (j < 8, 64 weights: element j of every entry): gf2p8affineqb maps the code bits of
 //          element j in LO / HI straight to the magnitude 8 / 25 / 43 (8 = 001000b, 25 = 011001b,
@@ -150,8 +151,7 @@ bool has_vbmi_bitalg_gfni() {
 struct alignas(64) VbmiTables {
   uint8_t code_lo[256];    // grid entry k: level codes (8 -> 0, 25 -> 1, 43 -> 2) of elements 0-3
   uint8_t code_hi[256];    // ... of elements 4-7 (element 4 + j at bits 2j, 2j + 1)
-  uint8_t ksigns[128];     // ksigns_iq2xs
-  uint8_t sign_shift[64];  // vpmultishiftqb: byte 8g + m <- bits 32 + 7·(m % 4) (sign field of entry m % 4)
+  uint8_t sign_shift[64];  // vpmultishiftqb: byte 8g + m <- bits 32·(m / 4) + 7·(m % 4) (sign field of E(p))
   uint8_t act_idx[8][64];  // prep, plane j: byte p <- q8 byte (8·e + j) mod 128 of its super-block, e = 4g + m % 4
   uint8_t z_idx[64];       // prep: byte p <- byte 4g + m % 4 (+ 32 for B) of [signs of A's entries | B's]
 };
@@ -167,10 +167,9 @@ VbmiTables make_vbmi_tables() {
     t.code_lo[k] = static_cast<uint8_t>(c & 0xff);
     t.code_hi[k] = static_cast<uint8_t>(c >> 8);
   }
-  for (int s = 0; s < 128; ++s) t.ksigns[s] = ksigns_iq2xs[s];
   for (int p = 0; p < 64; ++p) {
     const int g = p / 8, m = p % 8, e = 4 * g + m % 4;
-    t.sign_shift[p] = static_cast<uint8_t>(32 + 7 * (m % 4));
+    t.sign_shift[p] = static_cast<uint8_t>(32 * (m / 4) + 7 * (m % 4));
     for (int j = 0; j < 8; ++j) t.act_idx[j][p] = static_cast<uint8_t>((8 * e + j) & 127);
     t.z_idx[p] = static_cast<uint8_t>(e + (m >= 4 ? 32 : 0));
   }
@@ -212,8 +211,16 @@ constexpr long long level_matrix(int t) {
   return static_cast<long long>((x0 | x1) << 56 | x1 << 48 | x0 << 24 | x1 << 16);
 }
 
+// gf2p8affineqb matrix computing ksigns_iq2xs from a byte whose bits 0-6 are the sign field (bit 7
+// ignored): output bits 0-6 = input bits 0-6, output bit 7 = their parity.
+constexpr long long ksigns_matrix() {
+  unsigned long long m = 0x7f;  // byte 0: output bit 7
+  for (int i = 0; i < 7; ++i) m |= (1ull << i) << (8 * (7 - i));
+  return static_cast<long long>(m);
+}
+
 struct Consts {
-  __m512i lo[4], hi[4], ks0, ks1, sign_shift, lvl[4];
+  __m512i lo[4], hi[4], ksigns, sign_shift, lvl[4];
 };
 
 inline Consts load_consts(const VbmiTables& tb) {
@@ -223,8 +230,7 @@ inline Consts load_consts(const VbmiTables& tb) {
     c.hi[i] = _mm512_load_si512(tb.code_hi + 64 * i);
     c.lvl[i] = _mm512_set1_epi64(level_matrix(i));
   }
-  c.ks0 = _mm512_load_si512(tb.ksigns);
-  c.ks1 = _mm512_load_si512(tb.ksigns + 64);
+  c.ksigns = _mm512_set1_epi64(ksigns_matrix());
   c.sign_shift = _mm512_load_si512(tb.sign_shift);
   return c;
 }
@@ -282,9 +288,10 @@ inline __m512i pair_dot(const Consts& c, const BlockIq2Xxs& wa, const BlockIq2Xx
   const __m512i qb = wb != nullptr ? _mm512_loadu_si512(wb->qs) : _mm512_setzero_si512();
   const __m512i idx = _mm512_mask_blend_epi8(kBBytes, qa, _mm512_slli_epi64(qb, 32));
   const __m512i lo = lookup256(c.lo, idx), hi = lookup256(c.hi, idx);
-  const __m512i si = _mm512_mask_multishift_epi64_epi8(_mm512_multishift_epi64_epi8(c.sign_shift, qa), kBBytes,
-                                                       c.sign_shift, qb);
-  const __m512i s = _mm512_xor_si512(_mm512_permutex2var_epi8(c.ks0, si, c.ks1), a.z);
+  // Dword 2g = A's sign fields / scale of group g, dword 2g + 1 = B's.
+  const __m512i fields = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64(qa, 32), qb);
+  const __m512i si = _mm512_multishift_epi64_epi8(c.sign_shift, fields);
+  const __m512i s = _mm512_xor_si512(_mm512_gf2p8affine_epi64_epi8(si, c.ksigns, 0), a.z);
   __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains (latency)
   for (int j = 0; j < 8; ++j) {
     const __m512i g = _mm512_gf2p8affine_epi64_epi8(j < 4 ? lo : hi, c.lvl[j % 4], 0x08);
@@ -293,7 +300,7 @@ inline __m512i pair_dot(const Consts& c, const BlockIq2Xxs& wa, const BlockIq2Xx
     acc[j & 1] = _mm512_dpbusd_epi32(acc[j & 1], a.qa[j], v);
   }
   // (2·ls + 1): ls = bits 60-63 of qword g of A (-> dword 2g) and of B (-> dword 2g + 1).
-  const __m512i ls = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64(qa, 60), _mm512_srli_epi64(qb, 28));
+  const __m512i ls = _mm512_srli_epi32(fields, 28);
   const __m512i sc = _mm512_or_si512(_mm512_slli_epi32(ls, 1), _mm512_set1_epi32(1));
   return _mm512_mullo_epi32(_mm512_add_epi32(acc[0], acc[1]), sc);
 }
