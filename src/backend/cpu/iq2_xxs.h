@@ -35,5 +35,8 @@ int64_t iq2_xxs_prepared_act_bytes(int64_t n);
 void iq2_xxs_prepare_act_avx512(const void* act, int64_t n, void* out);
 void iq2_xxs_vec_dot_rows_prepared_avx512(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,
                                           float* out);
+// The tile form (quant.h VecDotTileFn) on prepared columns: each weight pair decoded once per nc columns.
+void iq2_xxs_vec_dot_tile_prepared_avx512(int64_t n, const void* w, int64_t w_stride, const void* prepared,
+                                          int64_t prep_stride, int nr, int nc, float* out, int64_t out_stride);
 
 }  // namespace dsv4::cpu

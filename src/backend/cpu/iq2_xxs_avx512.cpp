@@ -281,28 +281,42 @@ inline void prep_act(const VbmiTables& tb, const BlockQ8_K* x, int count, ActChu
   for (int j = 0; j < kChunk; ++j) a.dx[j] = j < count ? x[j].d : 0.0f;
 }
 
-// Dword 2g = A's group g isum·(2·ls + 1), dword 2g + 1 = B's (exact int32). has_b false: B absent
-// (its qs are never read; its activation planes are zero).
-inline __m512i pair_dot(const Consts& c, const BlockIq2Xxs& wa, const BlockIq2Xxs* wb, const ActPair& a) {
+// The weight side of a pair, independent of the activation: the eight planes' magnitudes, the
+// ksigns bytes and the (2·ls + 1) factors (dword 2g = A's group g, 2g + 1 = B's).
+struct PairWeights {
+  __m512i mag[8], ksigns, scale;
+};
+
+// wb null: B absent (its qs are never read; its activation planes are zero).
+inline void decode_pair(const Consts& c, const BlockIq2Xxs& wa, const BlockIq2Xxs* wb, PairWeights& pw) {
   const __m512i qa = _mm512_loadu_si512(wa.qs);
   const __m512i qb = wb != nullptr ? _mm512_loadu_si512(wb->qs) : _mm512_setzero_si512();
   const __m512i idx = _mm512_mask_blend_epi8(kBBytes, qa, _mm512_slli_epi64(qb, 32));
   const __m512i lo = lookup256(c.lo, idx), hi = lookup256(c.hi, idx);
+  for (int j = 0; j < 8; ++j) pw.mag[j] = _mm512_gf2p8affine_epi64_epi8(j < 4 ? lo : hi, c.lvl[j % 4], 0x08);
   // Dword 2g = A's sign fields / scale of group g, dword 2g + 1 = B's.
   const __m512i fields = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64(qa, 32), qb);
-  const __m512i si = _mm512_multishift_epi64_epi8(c.sign_shift, fields);
-  const __m512i s = _mm512_xor_si512(_mm512_gf2p8affine_epi64_epi8(si, c.ksigns, 0), a.z);
+  pw.ksigns = _mm512_gf2p8affine_epi64_epi8(_mm512_multishift_epi64_epi8(c.sign_shift, fields), c.ksigns, 0);
+  // (2·ls + 1): ls = bits 28-31 of each dword of fields.
+  pw.scale = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(fields, 28), 1), _mm512_set1_epi32(1));
+}
+
+// Dword 2g = A's group g isum·(2·ls + 1), dword 2g + 1 = B's (exact int32).
+inline __m512i apply_pair(const PairWeights& pw, const ActPair& a) {
+  const __m512i s = _mm512_xor_si512(pw.ksigns, a.z);
   __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains (latency)
   for (int j = 0; j < 8; ++j) {
-    const __m512i g = _mm512_gf2p8affine_epi64_epi8(j < 4 ? lo : hi, c.lvl[j % 4], 0x08);
     const __mmask64 neg = _mm512_test_epi8_mask(s, _mm512_set1_epi8(static_cast<char>(1u << j)));
-    const __m512i v = _mm512_mask_sub_epi8(g, neg, _mm512_setzero_si512(), g);
+    const __m512i v = _mm512_mask_sub_epi8(pw.mag[j], neg, _mm512_setzero_si512(), pw.mag[j]);
     acc[j & 1] = _mm512_dpbusd_epi32(acc[j & 1], a.qa[j], v);
   }
-  // (2·ls + 1): ls = bits 60-63 of qword g of A (-> dword 2g) and of B (-> dword 2g + 1).
-  const __m512i ls = _mm512_srli_epi32(fields, 28);
-  const __m512i sc = _mm512_or_si512(_mm512_slli_epi32(ls, 1), _mm512_set1_epi32(1));
-  return _mm512_mullo_epi32(_mm512_add_epi32(acc[0], acc[1]), sc);
+  return _mm512_mullo_epi32(_mm512_add_epi32(acc[0], acc[1]), pw.scale);
+}
+
+inline __m512i pair_dot(const Consts& c, const BlockIq2Xxs& wa, const BlockIq2Xxs* wb, const ActPair& a) {
+  PairWeights pw;
+  decode_pair(c, wa, wb, pw);
+  return apply_pair(pw, a);
 }
 
 // v[k] (pair k: dword 2g + b = super-block 2k + b's group g) -> lane j = Σ of super-block j's eight
@@ -389,6 +403,52 @@ __attribute__((noinline)) void dot_rows_vbmi_prepared(int64_t n, const void* w, 
   for (int r = 0; r < nr; ++r) out[r] = reduce_acc(acc[r][0], acc[r][1]);
 }
 
+
+// nr rows x nc prepared columns (column c at prepared + c * prep_stride bytes): each pair of weight
+// super-blocks is decoded once for all nc columns; per (row, column) exactly rows_chunk's operations.
+__attribute__((noinline)) void dot_tile_vbmi_prepared(int64_t n, const void* w, int64_t w_stride,
+                                                      const void* prepared, int64_t prep_stride, int nr, int nc,
+                                                      float* out, int64_t out_stride) {
+  const int64_t nb = n / 256;
+  const Consts c = load_consts(vbmi_tables());
+  const auto* prep = static_cast<const uint8_t*>(prepared);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i widx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockIq2Xxs))));
+  __m512 acc[4][kMaxTileCols][2];
+  for (auto& r : acc)
+    for (auto& col : r) col[0] = col[1] = _mm512_setzero_ps();
+  int64_t t = 0;
+  for (int64_t b = 0; b < nb; b += kChunk, ++t) {
+    const int count = nb - b >= kChunk ? kChunk : static_cast<int>(nb - b);
+    const __mmask16 valid = static_cast<__mmask16>((1u << count) - 1u);
+    for (int r = 0; r < nr; ++r) {
+      const auto* wb = reinterpret_cast<const BlockIq2Xxs*>(static_cast<const uint8_t*>(w) + r * w_stride) + b;
+      __m512i v[kMaxTileCols][8];
+      for (int k = 0; k < 8; ++k) {
+        if (2 * k >= count) {
+          for (int col = 0; col < nc; ++col) v[col][k] = _mm512_setzero_si512();
+          continue;
+        }
+        PairWeights pw;
+        decode_pair(c, wb[2 * k], 2 * k + 1 < count ? &wb[2 * k + 1] : nullptr, pw);
+        for (int col = 0; col < nc; ++col)
+          v[col][k] = apply_pair(pw, reinterpret_cast<const ActChunk*>(prep + col * prep_stride)[t].pair[k]);
+      }
+      const __m512i dbits = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, widx, &wb->d, 1);
+      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));
+      for (int col = 0; col < nc; ++col) {
+        const ActChunk& a = reinterpret_cast<const ActChunk*>(prep + col * prep_stride)[t];
+        const __m512 dx = _mm512_maskz_loadu_ps(valid, a.dx);
+        const __m512 isum = _mm512_cvtepi32_ps(reduce_pairs(v[col]));
+        const __m512 val = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw, dx), isum), _mm512_set1_ps(0.125f));
+        acc[r][col][t & 1] = _mm512_mask_add_ps(acc[r][col][t & 1], valid, acc[r][col][t & 1], val);
+      }
+    }
+  }
+  for (int r = 0; r < nr; ++r)
+    for (int col = 0; col < nc; ++col) out[col * out_stride + r] = reduce_acc(acc[r][col][0], acc[r][col][1]);
+}
+
 }  // namespace
 
 #pragma GCC pop_options
@@ -418,6 +478,16 @@ void iq2_xxs_vec_dot_rows_prepared_avx512(int64_t n, const void* w, int64_t w_st
                                           float* out) {
   if (has_vbmi_bitalg_gfni()) return dot_rows_vbmi_prepared(n, w, w_stride, prepared, nr, out);
   for (int r = 0; r < nr; ++r) out[r] = vec_dot_old(n, static_cast<const uint8_t*>(w) + r * w_stride, prepared);
+}
+
+void iq2_xxs_vec_dot_tile_prepared_avx512(int64_t n, const void* w, int64_t w_stride, const void* prepared,
+                                          int64_t prep_stride, int nr, int nc, float* out, int64_t out_stride) {
+  if (has_vbmi_bitalg_gfni()) return dot_tile_vbmi_prepared(n, w, w_stride, prepared, prep_stride, nr, nc, out, out_stride);
+  for (int col = 0; col < nc; ++col) {  // without VBMI the prepared activation is the Q8_K row itself
+    float o[4];
+    iq2_xxs_vec_dot_rows_prepared_avx512(n, w, w_stride, static_cast<const uint8_t*>(prepared) + col * prep_stride, nr, o);
+    for (int r = 0; r < nr; ++r) out[col * out_stride + r] = o[r];
+  }
 }
 
 float iq2_xxs_vec_dot_avx512_base(int64_t n, const void* w, const void* act) { return vec_dot_old(n, w, act); }

@@ -53,6 +53,7 @@ struct RowKernel {
   // Non-null: dot_rows reads activations rewritten by `prepare` (prep_bytes per column, 64-aligned).
   void (*prepare)(const void* act, int64_t n, void* out);
   int64_t prep_bytes;
+  VecDotTileFn tile = nullptr;  // non-null (with prepare, cols > 1): rows x columns per call
 };
 
 RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t n, int64_t cols) {
@@ -63,6 +64,7 @@ RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t n, int
     rk.dot_rows = k.vec_dot_rows_prepared[level];
     rk.prepare = k.prepare_act[level];
     rk.prep_bytes = (k.prepared_act_bytes(n) + 63) / 64 * 64;
+    if (cols > 1) rk.tile = k.vec_dot_tile_prepared[level];
   }
   return rk;
 }
@@ -80,6 +82,17 @@ void run_rows(const RowKernel& rk, const uint8_t* wb, int64_t w_row_bytes, int64
     const int64_t rt_end = std::min(r1, rt + kRowTile);
     for (int64_t c0 = 0; c0 < cols; c0 += kColChunk) {
       const int64_t c_end = std::min(cols, c0 + kColChunk);
+      if (rk.tile != nullptr) {
+        for (int64_t c = c0; c < c_end; c += kMaxTileCols) {
+          const int nc = static_cast<int>(std::min<int64_t>(kMaxTileCols, c_end - c));
+          for (int64_t r = rt; r < rt_end; r += 4) {
+            const int nr = static_cast<int>(std::min<int64_t>(4, rt_end - r));
+            rk.tile(n, wb + r * w_row_bytes, w_row_bytes, act + c * a_row_bytes, a_row_bytes, nr, nc, y + c * y_stride + r,
+                    y_stride);
+          }
+        }
+        continue;
+      }
       if (rk.dot_rows != nullptr) {
         for (int64_t c = c0; c < c_end; ++c) {
           for (int64_t r = rt; r < rt_end; r += 4) {

@@ -203,30 +203,35 @@ TEST(Matmul, PreparedActivationsMatchScalar) {
   std::normal_distribution<float> g(0.0f, 1.0f);
   for (const TypeKernels* k : all_type_kernels()) {
     if (k->prepared_act_bytes == nullptr) continue;
-    const int64_t n = 256 * 18, rows = 9, cols = 3;
-    const int64_t rb = tensor_row_bytes(k->type, n), ab = act_row_bytes(k->act, n);
-    std::vector<float> wf(static_cast<size_t>(n)), x(static_cast<size_t>(n * cols));
-    std::vector<uint8_t> w(static_cast<size_t>(rb * rows)), act(static_cast<size_t>(ab * cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (auto& e : wf) e = g(rng);
-      k->quantize_row(wf.data(), w.data() + r * rb, n, nullptr);
-    }
-    for (auto& e : x) e = g(rng);
-    for (int64_t c = 0; c < cols; ++c) quantize_act_row(k->act, x.data() + c * n, act.data() + c * ab, n);
-    for (int threads : {1, 2}) {
-      ThreadPool pool(threads);
-      for (int level = 0; level <= static_cast<int>(detected_simd_level()); ++level) {
-        CpuContext ctx;
-        ctx.pool = &pool;
-        ctx.max_level = static_cast<SimdLevel>(level);
-        for (int64_t nc : {int64_t{1}, cols}) {
-          std::vector<float> y(static_cast<size_t>(rows * nc));
-          ASSERT_TRUE(matmul(ctx, k->type, w.data(), rows, n, x.data(), nc, y.data()).ok());
-          for (int64_t c = 0; c < nc; ++c)
-            for (int64_t r = 0; r < rows; ++r)
-              ASSERT_EQ(fbits(y[static_cast<size_t>(c * rows + r)]),
-                        fbits(k->vec_dot[0](n, w.data() + r * rb, act.data() + c * ab)))
-                  << tensor_type_name(k->type) << " level=" << level << " threads=" << threads << " r=" << r;
+    // 17 and 18 super-blocks: a short last chunk with an odd and an even count; 11 columns: tiles of
+    // kMaxTileCols and a remainder.
+    for (const int64_t n : {int64_t{256 * 18}, int64_t{256 * 17}}) {
+      const int64_t rows = 9, cols = 11;
+      const int64_t rb = tensor_row_bytes(k->type, n), ab = act_row_bytes(k->act, n);
+      std::vector<float> wf(static_cast<size_t>(n)), x(static_cast<size_t>(n * cols));
+      std::vector<uint8_t> w(static_cast<size_t>(rb * rows)), act(static_cast<size_t>(ab * cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (auto& e : wf) e = g(rng);
+        k->quantize_row(wf.data(), w.data() + r * rb, n, nullptr);
+      }
+      for (auto& e : x) e = g(rng);
+      for (int64_t c = 0; c < cols; ++c) quantize_act_row(k->act, x.data() + c * n, act.data() + c * ab, n);
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        for (int level = 0; level <= static_cast<int>(detected_simd_level()); ++level) {
+          CpuContext ctx;
+          ctx.pool = &pool;
+          ctx.max_level = static_cast<SimdLevel>(level);
+          for (int64_t nc : {int64_t{1}, cols}) {
+            std::vector<float> y(static_cast<size_t>(rows * nc));
+            ASSERT_TRUE(matmul(ctx, k->type, w.data(), rows, n, x.data(), nc, y.data()).ok());
+            for (int64_t c = 0; c < nc; ++c)
+              for (int64_t r = 0; r < rows; ++r)
+                ASSERT_EQ(fbits(y[static_cast<size_t>(c * rows + r)]),
+                          fbits(k->vec_dot[0](n, w.data() + r * rb, act.data() + c * ab)))
+                    << tensor_type_name(k->type) << " level=" << level << " threads=" << threads << " r=" << r
+                    << " c=" << c << " n=" << n;
+          }
         }
       }
     }
