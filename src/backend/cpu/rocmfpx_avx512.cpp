@@ -28,6 +28,7 @@
 #include "backend/cpu/rocmfpx.h"
 #include "backend/cpu/rocmfpx_fp4x17_avx512.h"
 #include "backend/cpu/simd_reduce.h"
+#include "backend/cpu/stream_prefetch.h"
 
 namespace dsv4::cpu::rocmfpx {
 namespace {
@@ -266,6 +267,7 @@ float vec_dot(int64_t n, const void* wv, const void* act) {
   __m512 acc1 = _mm512_setzero_ps();
   int64_t c = 0;
   for (; c + 1 < full; c += 2) {
+    prefetch_ahead(w + c * kChunk * T::kBytes, 2 * kChunk * T::kBytes);  // stream_prefetch.h
     acc0 = chunk<T>(w + c * kChunk * T::kBytes, a + c * kChunk, acc0);
     acc1 = chunk<T>(w + (c + 1) * kChunk * T::kBytes, a + (c + 1) * kChunk, acc1);
   }
