@@ -296,7 +296,7 @@ std::span<const TypeKernels> iq2_xxs_type_kernels() {
       .prepared_act_bytes = iq2_xxs_prepared_act_bytes,
       .prepare_act = {nullptr, nullptr, iq2_xxs_prepare_act_avx512},
       .vec_dot_rows_prepared = {nullptr, nullptr, iq2_xxs_vec_dot_rows_prepared_avx512},
-      .vec_dot_tile_prepared = {nullptr, nullptr, iq2_xxs_vec_dot_tile_prepared_avx512},
+      .vec_dot_tile = {nullptr, nullptr, iq2_xxs_vec_dot_tile_prepared_avx512},
   }};
   return table;
 }

@@ -53,7 +53,7 @@ struct RowKernel {
   // Non-null: dot_rows reads activations rewritten by `prepare` (prep_bytes per column, 64-aligned).
   void (*prepare)(const void* act, int64_t n, void* out);
   int64_t prep_bytes;
-  VecDotTileFn tile = nullptr;  // non-null (with prepare, cols > 1): rows x columns per call
+  VecDotTileFn tile = nullptr;  // non-null (cols > 1): rows x columns per call
 };
 
 RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t n, int64_t cols) {
@@ -64,8 +64,8 @@ RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t n, int
     rk.dot_rows = k.vec_dot_rows_prepared[level];
     rk.prepare = k.prepare_act[level];
     rk.prep_bytes = (k.prepared_act_bytes(n) + 63) / 64 * 64;
-    if (cols > 1) rk.tile = k.vec_dot_tile_prepared[level];
   }
+  if (cols > 1 && (rk.prepare != nullptr || k.prepare_act[level] == nullptr)) rk.tile = k.vec_dot_tile[level];
   return rk;
 }
 

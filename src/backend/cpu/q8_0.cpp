@@ -61,6 +61,7 @@ const TypeKernels kQ8_0Kernels[] = {{
     .vec_dot = {vec_dot_q8_0_scalar, vec_dot_q8_0_avx2, vec_dot_q8_0_avx512},
     .vec_dot_rows = {nullptr, nullptr, vec_dot_rows_q8_0_avx512},
     .rows_for_matvec = false,
+    .vec_dot_tile = {nullptr, nullptr, vec_dot_tile_q8_0_avx512},
 }};
 
 }  // namespace

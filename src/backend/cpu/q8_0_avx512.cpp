@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "backend/cpu/q8_0.h"
+#include "backend/cpu/quant.h"
 #include "backend/cpu/simd_reduce.h"
 #include "backend/cpu/stream_prefetch.h"
 
@@ -175,6 +176,69 @@ void vec_dot_rows_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const 
     }
   }
   for (int r = 0; r < nr; ++r) out[r] = reduce_partials(acc[r][0], acc[r][1]);
+}
+
+// nr (1..4) rows x nc (1..kMaxTileCols) activation columns: exactly vec_dot_q8_0_avx512's integer
+// dots, gathers and float steps for every (row, column). Each weight pair is loaded and offset once
+// for all columns, each activation pair once for all rows, and −128·Σx starts the vpdpbusd
+// accumulator instead of being subtracted after it (exact int32: the same sums).
+void vec_dot_tile_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
+                              int nc, float* out, int64_t out_stride) {
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* ap = static_cast<const uint8_t*>(act);
+  const int64_t nb = n / 32;
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i idx_w = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kWBytes)));
+  const __m512i idx_a = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kABytes)));
+  const __m512i c80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  // Two blocks per zmm (block 2i low, 2i + 1 high; a missing block is zero).
+  auto load_pair = [](const uint8_t* p, int64_t stride, int64_t off, int i, int cnt) {
+    const uint8_t* b = p + (2 * i) * stride + off;
+    if (2 * i + 1 < cnt)
+      return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b))),
+                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + stride)), 1);
+    return _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+  };
+  __m512 acc[4][kMaxTileCols][2];
+  for (auto& r : acc)
+    for (auto& col : r) col[0] = col[1] = _mm512_setzero_ps();
+  for (int64_t c = 0; c * 16 < nb; ++c) {
+    const int64_t b0 = c * 16;
+    const int cnt = static_cast<int>(std::min<int64_t>(16, nb - b0));
+    const int pairs = (cnt + 1) / 2;
+    const __mmask16 m = static_cast<__mmask16>(cnt == 16 ? 0xffff : (1u << cnt) - 1);
+    __m512i xv[kMaxTileCols][8], ncorr[kMaxTileCols][8];
+    __m512 dx[kMaxTileCols];
+    for (int col = 0; col < nc; ++col) {
+      const uint8_t* ac = ap + col * act_stride + b0 * kABytes;
+      for (int i = 0; i < pairs; ++i) {
+        xv[col][i] = load_pair(ac, kABytes, 4, i, cnt);
+        ncorr[col][i] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80, xv[col][i]));
+      }
+      dx[col] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx_a, ac, 1);
+    }
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* wc = wp + r * w_stride + b0 * kWBytes;
+      __m512i v[kMaxTileCols][8];
+      for (int i = 0; i < 8; ++i) {
+        if (i >= pairs) {
+          for (int col = 0; col < nc; ++col) v[col][i] = _mm512_setzero_si512();
+          continue;
+        }
+        const __m512i uv = _mm512_xor_si512(load_pair(wc, kWBytes, 2, i, cnt), c80);
+        for (int col = 0; col < nc; ++col) v[col][i] = _mm512_dpbusd_epi32(ncorr[col][i], uv, xv[col][i]);
+      }
+      const __m512i dwi = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx_w, wc, 1);
+      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dwi));
+      for (int col = 0; col < nc; ++col) {
+        const __m512 val = _mm512_mul_ps(_mm512_mul_ps(dw, dx[col]), _mm512_cvtepi32_ps(reduce8x8(v[col])));
+        acc[r][col][c & 1] = _mm512_mask_add_ps(acc[r][col][c & 1], m, acc[r][col][c & 1], val);
+      }
+    }
+  }
+  for (int r = 0; r < nr; ++r)
+    for (int col = 0; col < nc; ++col) out[col * out_stride + r] = reduce_partials(acc[r][col][0], acc[r][col][1]);
 }
 
 }  // namespace dsv4::cpu

@@ -60,10 +60,10 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* act);
 // row: out[i] must equal vec_dot(n, w + i * w_stride, act) bit for bit. Lets a kernel load and
 // expand each activation block once for several rows.
 using VecDotRowsFn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
-// nr (1..4) rows x nc (1..kMaxTileCols) prepared activation columns (column c at prepared + c *
-// prep_stride bytes): out[c * out_stride + i] must equal vec_dot_rows_prepared's out[i] for column c,
-// bit for bit. Lets a kernel expand each weight block once for several columns (matmul).
-using VecDotTileFn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* prepared, int64_t prep_stride,
+// nr (1..4) rows x nc (1..kMaxTileCols) activation columns (column c at act + c * act_stride bytes;
+// the prepared form when the type has prepare_act): out[c * out_stride + i] must equal the dot of row
+// i and column c bit for bit. Lets a kernel expand each weight block once for several columns (matmul).
+using VecDotTileFn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride,
                               int nr, int nc, float* out, int64_t out_stride);
 constexpr int kMaxTileCols = 8;
 
@@ -89,8 +89,9 @@ struct TypeKernels {
   int64_t (*prepared_act_bytes)(int64_t n) = nullptr;
   void (*prepare_act[3])(const void* act, int64_t n, void* out) = {nullptr, nullptr, nullptr};
   VecDotRowsFn vec_dot_rows_prepared[3] = {nullptr, nullptr, nullptr};
-  // Optional, per SimdLevel, with prepare_act: the tile form, used by matmul when cols > 1.
-  VecDotTileFn vec_dot_tile_prepared[3] = {nullptr, nullptr, nullptr};
+  // Optional, per SimdLevel: the tile form (on prepared activations when prepare_act is set), used by
+  // matmul when cols > 1.
+  VecDotTileFn vec_dot_tile[3] = {nullptr, nullptr, nullptr};
 };
 
 // nullptr for types without kernels (sizes-only types such as Q4_0, and I32 which has no dot).
