@@ -1,0 +1,67 @@
+// Activation quantizers: the AVX-512 forms (used by quantize_act_row on AVX-512 CPUs) give the scalar
+// reference's bytes for random rows, exact .5 ties, non-finite values, zero blocks and repeated maxima.
+#include "backend/cpu/act_quant.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/quant.h"
+
+namespace dsv4::cpu {
+namespace {
+
+std::vector<std::vector<float>> act_rows() {
+  std::mt19937 rng(31);
+  std::vector<std::vector<float>> rows;
+  for (float scale : {1e-30f, 1e-3f, 1.0f, 3e4f}) {
+    std::normal_distribution<float> g(0.0f, scale);
+    std::vector<float> r(1024);
+    for (auto& v : r) v = g(rng);
+    rows.push_back(r);
+  }
+  // .5 ties after scaling: amax 127 gives id = 1 and d = 1 (Q8_0), iscale = -1 (Q8_K).
+  std::vector<float> ties(1024);
+  for (size_t i = 0; i < ties.size(); ++i) ties[i] = (i % 32 == 0) ? 127.0f : static_cast<float>(i % 255) * 0.5f - 63.5f;
+  rows.push_back(ties);
+  // Non-finite values, a zero block, a repeated maximum of both signs, negative maxima.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> odd(1024, 0.0f);
+  for (size_t i = 256; i < 512; ++i) odd[i] = (i % 7 == 0) ? -3.0f : 3.0f;
+  odd[300] = nan;
+  odd[301] = inf;
+  odd[302] = -inf;
+  for (size_t i = 512; i < 768; ++i) odd[i] = -static_cast<float>(i % 17);
+  for (size_t i = 768; i < 1024; ++i) odd[i] = std::ldexp(1.0f, -140) * static_cast<float>(i % 5);  // subnormals
+  rows.push_back(odd);
+  return rows;
+}
+
+TEST(ActQuant, Avx512MatchesScalarQ8_0) {
+  if (detected_simd_level() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512";
+  for (const auto& r : act_rows()) {
+    const int64_t n = static_cast<int64_t>(r.size());
+    std::vector<uint8_t> a(static_cast<size_t>(act_row_bytes(ActFormat::kQ8_0, n))), b(a.size());
+    quantize_act_q8_0(r.data(), a.data(), n);
+    quantize_act_q8_0_avx512(r.data(), b.data(), n);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size()));
+  }
+}
+
+TEST(ActQuant, Avx512MatchesScalarQ8_K) {
+  if (detected_simd_level() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512";
+  for (const auto& r : act_rows()) {
+    const int64_t n = static_cast<int64_t>(r.size());
+    std::vector<uint8_t> a(static_cast<size_t>(act_row_bytes(ActFormat::kQ8_K, n))), b(a.size());
+    quantize_act_q8_k(r.data(), a.data(), n);
+    quantize_act_q8_k_avx512(r.data(), b.data(), n);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size()));
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::cpu
