@@ -107,10 +107,6 @@ double best_window_rate(const BenchOptions& opt, Step step, Between between = []
   return best;
 }
 
-}  // namespace
-
-namespace {
-
 // A first-touched buffer for read probes (first touch by the pool, as the kernels' weights).
 struct ProbeBuffer {
   ProbeBuffer(CpuContext& ctx, int64_t bytes) : buf(bytes) {

@@ -403,7 +403,6 @@ __attribute__((noinline)) void dot_rows_vbmi_prepared(int64_t n, const void* w, 
   for (int r = 0; r < nr; ++r) out[r] = reduce_acc(acc[r][0], acc[r][1]);
 }
 
-
 // nr rows x nc prepared columns (column c at prepared + c * prep_stride bytes): each pair of weight
 // super-blocks is decoded once for all nc columns; per (row, column) exactly rows_chunk's operations.
 __attribute__((noinline)) void dot_tile_vbmi_prepared(int64_t n, const void* w, int64_t w_stride,

@@ -70,6 +70,23 @@ inline __m512i reduce8x8(const __m512i v[8]) {
   return _mm512_add_epi32(_mm512_permutex2var_epi32(x[0], l3_lo, x[1]), _mm512_permutex2var_epi32(x[0], l3_hi, x[1]));
 }
 
+// Lane j = j * bytes (gather offsets of 16 consecutive blocks).
+inline __m512i lane_offsets(int64_t bytes) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(bytes)));
+}
+
+// The 32 quants of blocks 2i (low half) and 2i + 1 (high half) of a chunk of cnt blocks (blocks of
+// `stride` bytes, quants at `off`); a block past cnt is zero and never read.
+inline __m512i load_block_pair(const uint8_t* p, int64_t stride, int64_t off, int i, int cnt) {
+  const uint8_t* b = p + (2 * i) * stride + off;
+  if (2 * i + 1 < cnt)
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b))),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + stride)), 1);
+  if (2 * i < cnt) return _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+  return _mm512_setzero_si512();
+}
+
 // The Partials32 tree on two 16-lane accumulators (partials 0-15, 16-31).
 inline float reduce_partials(__m512 acc0, __m512 acc1) {
   return reduce_partials32_avx512(acc0, acc1);
@@ -81,9 +98,7 @@ float vec_dot_q8_0_avx512(int64_t n, const void* w, const void* act) {
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(act);
   const int64_t nb = n / 32;
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i idx_w = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kWBytes)));
-  const __m512i idx_a = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kABytes)));
+  const __m512i idx_w = lane_offsets(kWBytes), idx_a = lane_offsets(kABytes);
   __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   for (int64_t c = 0; c * 16 < nb; ++c) {
     const int64_t b0 = c * 16;
@@ -125,9 +140,7 @@ void vec_dot_rows_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const 
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(act);
   const int64_t nb = n / 32;
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i idx_w = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kWBytes)));
-  const __m512i idx_a = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kABytes)));
+  const __m512i idx_w = lane_offsets(kWBytes), idx_a = lane_offsets(kABytes);
   const __m512i c80 = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[4][2];
   for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -137,15 +150,7 @@ void vec_dot_rows_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const 
     const int cnt = static_cast<int>(std::min<int64_t>(16, nb - b0));
     __m512i xv[8], corr[8];
     for (int i = 0; i < 8; ++i) {
-      const uint8_t* a0 = ac + (2 * i) * kABytes;
-      if (2 * i + 1 < cnt) {
-        xv[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0 + 4))),
-                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0 + kABytes + 4)), 1);
-      } else if (2 * i < cnt) {
-        xv[i] = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0 + 4)));
-      } else {
-        xv[i] = _mm512_setzero_si512();
-      }
+      xv[i] = load_block_pair(ac, kABytes, 4, i, cnt);
       corr[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80, xv[i]);
     }
     const __mmask16 m = static_cast<__mmask16>(cnt == 16 ? 0xffff : (1u << cnt) - 1);
@@ -154,17 +159,11 @@ void vec_dot_rows_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const 
       const uint8_t* wc = wp + r * w_stride + b0 * kWBytes;
       __m512i v[8];
       for (int i = 0; i < 8; ++i) {
-        const uint8_t* w0 = wc + (2 * i) * kWBytes;
-        __m512i wv;
-        if (2 * i + 1 < cnt) {
-          wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + 2))),
-                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + kWBytes + 2)), 1);
-        } else if (2 * i < cnt) {
-          wv = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + 2)));
-        } else {
+        if (2 * i >= cnt) {
           v[i] = _mm512_setzero_si512();
           continue;
         }
+        const __m512i wv = load_block_pair(wc, kWBytes, 2, i, cnt);
         const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(wv, c80), xv[i]);
         v[i] = _mm512_sub_epi32(dot, corr[i]);
       }
@@ -187,18 +186,8 @@ void vec_dot_tile_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const 
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(act);
   const int64_t nb = n / 32;
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i idx_w = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kWBytes)));
-  const __m512i idx_a = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kABytes)));
+  const __m512i idx_w = lane_offsets(kWBytes), idx_a = lane_offsets(kABytes);
   const __m512i c80 = _mm512_set1_epi8(static_cast<char>(0x80));
-  // Two blocks per zmm (block 2i low, 2i + 1 high; a missing block is zero).
-  auto load_pair = [](const uint8_t* p, int64_t stride, int64_t off, int i, int cnt) {
-    const uint8_t* b = p + (2 * i) * stride + off;
-    if (2 * i + 1 < cnt)
-      return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b))),
-                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + stride)), 1);
-    return _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
-  };
   __m512 acc[4][kMaxTileCols][2];
   for (auto& r : acc)
     for (auto& col : r) col[0] = col[1] = _mm512_setzero_ps();
@@ -212,7 +201,7 @@ void vec_dot_tile_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const 
     for (int col = 0; col < nc; ++col) {
       const uint8_t* ac = ap + col * act_stride + b0 * kABytes;
       for (int i = 0; i < pairs; ++i) {
-        xv[col][i] = load_pair(ac, kABytes, 4, i, cnt);
+        xv[col][i] = load_block_pair(ac, kABytes, 4, i, cnt);
         ncorr[col][i] = _mm512_sub_epi32(_mm512_setzero_si512(),
                                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80, xv[col][i]));
       }
@@ -226,7 +215,7 @@ void vec_dot_tile_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const 
           for (int col = 0; col < nc; ++col) v[col][i] = _mm512_setzero_si512();
           continue;
         }
-        const __m512i uv = _mm512_xor_si512(load_pair(wc, kWBytes, 2, i, cnt), c80);
+        const __m512i uv = _mm512_xor_si512(load_block_pair(wc, kWBytes, 2, i, cnt), c80);
         for (int col = 0; col < nc; ++col) v[col][i] = _mm512_dpbusd_epi32(ncorr[col][i], uv, xv[col][i]);
       }
       const __m512i dwi = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx_w, wc, 1);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/matmul.h"
@@ -198,40 +199,54 @@ namespace {
 
 // Types with a prepared-activation kernel, on rows spanning more than one 16-block chunk (the last
 // one partial): matmul == scalar vec_dot bit for bit at every level and thread count.
+// A random rows x n matrix of type k and `cols` activation columns (as floats and quantized), and a
+// check that matmul over the first nc columns gives the scalar vec_dot's bits element by element.
+struct RandomProblem {
+  RandomProblem(const TypeKernels& kernels, int64_t n_, int64_t rows_, int64_t cols_, std::mt19937& rng)
+      : k(kernels), n(n_), rows(rows_), cols(cols_), rb(tensor_row_bytes(k.type, n)), ab(act_row_bytes(k.act, n)) {
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> wf(static_cast<size_t>(n));
+    w.resize(static_cast<size_t>(rb * rows));
+    x.resize(static_cast<size_t>(n * cols));
+    act.resize(static_cast<size_t>(ab * cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& e : wf) e = g(rng);
+      k.quantize_row(wf.data(), w.data() + r * rb, n, nullptr);
+    }
+    for (auto& e : x) e = g(rng);
+    for (int64_t c = 0; c < cols; ++c) quantize_act_row(k.act, x.data() + c * n, act.data() + c * ab, n);
+  }
+  void expect_matmul_matches_scalar(CpuContext& ctx, int64_t nc, const std::string& what) const {
+    std::vector<float> y(static_cast<size_t>(rows * nc));
+    ASSERT_TRUE(matmul(ctx, k.type, w.data(), rows, n, x.data(), nc, y.data()).ok());
+    for (int64_t c = 0; c < nc; ++c)
+      for (int64_t r = 0; r < rows; ++r)
+        ASSERT_EQ(fbits(y[static_cast<size_t>(c * rows + r)]), fbits(k.vec_dot[0](n, w.data() + r * rb, act.data() + c * ab)))
+            << tensor_type_name(k.type) << " n=" << n << " cols=" << nc << " r=" << r << " c=" << c << " " << what;
+  }
+  const TypeKernels& k;
+  int64_t n, rows, cols, rb, ab;
+  std::vector<uint8_t> w, act;
+  std::vector<float> x;
+};
+
 // Tile kernels (several rows x several columns per call): short last chunks with odd and even block
 // counts, and column counts that leave a partial tile.
 TEST(Matmul, TileKernelsMatchScalar) {
   std::mt19937 rng(29);
-  std::normal_distribution<float> g(0.0f, 1.0f);
   int tested = 0;
   for (const TypeKernels* k : all_type_kernels()) {
     if (k->vec_dot_tile[0] == nullptr && k->vec_dot_tile[1] == nullptr && k->vec_dot_tile[2] == nullptr) continue;
     for (const int64_t n : {int64_t{32 * 37}, int64_t{32 * 50}, int64_t{256 * 17}, int64_t{256 * 18}}) {
       if (tensor_row_bytes(k->type, n) < 0 || act_row_bytes(k->act, n) < 0) continue;
       if (k->act == ActFormat::kQ8_K && n % 256 != 0) continue;
-      const int64_t rows = 6, cols = 11;
-      const int64_t rb = tensor_row_bytes(k->type, n), ab = act_row_bytes(k->act, n);
-      std::vector<float> wf(static_cast<size_t>(n)), x(static_cast<size_t>(n * cols));
-      std::vector<uint8_t> w(static_cast<size_t>(rb * rows)), act(static_cast<size_t>(ab * cols));
-      for (int64_t r = 0; r < rows; ++r) {
-        for (auto& e : wf) e = g(rng);
-        k->quantize_row(wf.data(), w.data() + r * rb, n, nullptr);
-      }
-      for (auto& e : x) e = g(rng);
-      for (int64_t c = 0; c < cols; ++c) quantize_act_row(k->act, x.data() + c * n, act.data() + c * ab, n);
+      const RandomProblem p(*k, n, 6, 11, rng);
       for (int threads : {1, 2}) {
         ThreadPool pool(threads);
         CpuContext ctx;
         ctx.pool = &pool;
-        for (int64_t nc : {int64_t{2}, int64_t{9}, cols}) {
-          std::vector<float> y(static_cast<size_t>(rows * nc));
-          ASSERT_TRUE(matmul(ctx, k->type, w.data(), rows, n, x.data(), nc, y.data()).ok());
-          for (int64_t c = 0; c < nc; ++c)
-            for (int64_t r = 0; r < rows; ++r)
-              ASSERT_EQ(fbits(y[static_cast<size_t>(c * rows + r)]),
-                        fbits(k->vec_dot[0](n, w.data() + r * rb, act.data() + c * ab)))
-                  << tensor_type_name(k->type) << " n=" << n << " cols=" << nc << " r=" << r << " c=" << c;
-        }
+        for (int64_t nc : {int64_t{2}, int64_t{9}, p.cols})
+          p.expect_matmul_matches_scalar(ctx, nc, "threads=" + std::to_string(threads));
       }
       ++tested;
     }
@@ -241,38 +256,21 @@ TEST(Matmul, TileKernelsMatchScalar) {
 
 TEST(Matmul, PreparedActivationsMatchScalar) {
   std::mt19937 rng(23);
-  std::normal_distribution<float> g(0.0f, 1.0f);
   for (const TypeKernels* k : all_type_kernels()) {
     if (k->prepared_act_bytes == nullptr) continue;
     // 17 and 18 super-blocks: a short last chunk with an odd and an even count; 11 columns: tiles of
     // kMaxTileCols and a remainder.
     for (const int64_t n : {int64_t{256 * 18}, int64_t{256 * 17}}) {
-      const int64_t rows = 9, cols = 11;
-      const int64_t rb = tensor_row_bytes(k->type, n), ab = act_row_bytes(k->act, n);
-      std::vector<float> wf(static_cast<size_t>(n)), x(static_cast<size_t>(n * cols));
-      std::vector<uint8_t> w(static_cast<size_t>(rb * rows)), act(static_cast<size_t>(ab * cols));
-      for (int64_t r = 0; r < rows; ++r) {
-        for (auto& e : wf) e = g(rng);
-        k->quantize_row(wf.data(), w.data() + r * rb, n, nullptr);
-      }
-      for (auto& e : x) e = g(rng);
-      for (int64_t c = 0; c < cols; ++c) quantize_act_row(k->act, x.data() + c * n, act.data() + c * ab, n);
+      const RandomProblem p(*k, n, 9, 11, rng);
       for (int threads : {1, 2}) {
         ThreadPool pool(threads);
         for (int level = 0; level <= static_cast<int>(detected_simd_level()); ++level) {
           CpuContext ctx;
           ctx.pool = &pool;
           ctx.max_level = static_cast<SimdLevel>(level);
-          for (int64_t nc : {int64_t{1}, cols}) {
-            std::vector<float> y(static_cast<size_t>(rows * nc));
-            ASSERT_TRUE(matmul(ctx, k->type, w.data(), rows, n, x.data(), nc, y.data()).ok());
-            for (int64_t c = 0; c < nc; ++c)
-              for (int64_t r = 0; r < rows; ++r)
-                ASSERT_EQ(fbits(y[static_cast<size_t>(c * rows + r)]),
-                          fbits(k->vec_dot[0](n, w.data() + r * rb, act.data() + c * ab)))
-                    << tensor_type_name(k->type) << " level=" << level << " threads=" << threads << " r=" << r
-                    << " c=" << c << " n=" << n;
-          }
+          for (int64_t nc : {int64_t{1}, p.cols})
+            p.expect_matmul_matches_scalar(ctx, nc,
+                                           "level=" + std::to_string(level) + " threads=" + std::to_string(threads));
         }
       }
     }
