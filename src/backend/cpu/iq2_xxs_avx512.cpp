@@ -118,7 +118,8 @@ float vec_dot_old(int64_t n, const void* w, const void* act) {
 }
 
 bool has_vbmi_bitalg_gfni() {
-  static const bool v = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg") &&
+  static const bool v = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2") &&
+                        __builtin_cpu_supports("avx512bitalg") &&
                         __builtin_cpu_supports("gfni");
   return v;
 }
@@ -129,31 +130,41 @@ bool has_vbmi_bitalg_gfni() {
 // p = 8g + m (g, m < 8) stands for entry E(p) = entry 4g + m of A (m < 4) or 4g + m − 4 of B (m ≥ 4);
 // entry e of a super-block = its weights 8e .. 8e+7 (group e / 4). This is the order in which the qs
 // bytes already lie: qword g of A.qs holds A's four grid indices of group g in bytes 0-3 and its sign
-// fields / scale in bytes 4-7.
-//   grid:  IDX (byte p = grid index of E(p)) = one blend of A.qs and B.qs << 32; LO / HI (byte p =
-//          2-bit level codes of elements 0-3 / 4-7 of E(p), element j at bits 2(j%4), 2(j%4)+1) = two
-//          256-entry byte tables, each looked up by two vpermt2b (index bits 0-6) and a blend on bit 7.
-//   signs: the sign fields of A and B in one vector (dword 2g = A's group g, 2g + 1 = B's; its top
-//          bits also give the scales); vpmultishiftqb puts E(p)'s 7-bit sign field in byte p, one
-//          gf2p8affineqb adds the parity bit = ksigns (bit j = element j negative); XOR the activation's sign
-//          bits Z (byte p bit j = sign of q8 of element j of E(p)) = sign of the product.
-//   plane j (j < 8, 64 weights: element j of every entry): gf2p8affineqb maps the code bits of
-//          element j in LO / HI straight to the magnitude 8 / 25 / 43 (8 = 001000b, 25 = 011001b,
-//          43 = 101011b is GF(2)-affine in the two code bits, the other bits are ignored); vptestmb
-//          (bit j of the sign bytes) and a masked subtract give ±grid in [-43, 43]; vpdpbusd with the
-//          activation's |q8| (<= 128 as unsigned bytes, so q8 = −128 is exact) in the same order.
-//   Dword u of the eight-plane sum = positions 4u .. 4u+3 = one group: A's group u/2 (u even) or B's
-//   (u odd); one vpmulld by (2·ls + 1) of that group, and a qword transposition turns the chunk's
-//   eight pair vectors into lane j = isum of super-block j.
-// The activation side (|q8| per plane, Z, d_x) is built once per chunk (ActChunk) and reused by
-// every row: prepare_act does it once per activation row for a whole matmul.
+// fields / scale in bytes 4-7. Plane j (j < 8) = element j of every entry (64 weights).
+//   grid:  IDX (byte p = grid index of E(p)) and FIELDS (dword 2g = A's sign fields / scale of group g,
+//          2g + 1 = B's) come from A.qs and B.qs by one vpshrdq and two blends. LO / HI (byte p = 2-bit
+//          level codes of elements 0-3 / 4-7 of E(p), element j at bits 2(j%4), 2(j%4)+1) = two 256-entry
+//          byte tables, each looked up by two vpermt2b (index bits 0-6) and a blend on bit 7.
+//   signs: vpmultishiftqb puts E(p)'s 7-bit sign field in byte p; one gf2p8affineqb adds the parity bit
+//          (ksigns) and places the sign of element j at bit kSignPos[j] of S; a second matrix gives S2 =
+//          S with its nibbles swapped.
+//   value: four index vectors, each a vpermb index (bits 0-5) holding two elements' codes and signs:
+//            M01 = LO bits 0-3 | S bits 4-7           (format F0: codes a, b at 0-1, 2-3; signs at 4, 5)
+//            M23 = (LO bits 4-7 | S bits 0-3) >> 2    (format F1: signs a, b at 0, 1; codes at 2-3, 4-5)
+//            M45 = HI / S2 as M01, M67 = HI / S2 as M23
+//          (vpsrlw moves bits of the word's high byte into the low byte's bits 6-7, which vpermb
+//          ignores). Plane j's weights = vpermb of a 64-entry table (four tables: F0/F1 × element a/b)
+//          holding 128 + (±8 / ±25 / ±43) as unsigned bytes.
+//   dot:   vpdpbusd(weights + 128 as u8, q8 as s8) over the eight planes, started from −128·Σq8 of the
+//          group (the activation side's correction), gives the exact signed group dot in dword u =
+//          positions 4u .. 4u+3 = A's group u/2 (u even) or B's (u odd); one vpmulld by (2·ls + 1) of that
+//          group, and a qword transposition turns the chunk's eight pair vectors into lane j = isum of
+//          super-block j. Per pair: 4 vpermt2b + 1 vpmultishiftqb + 8 vpermb on port 5, ~30 other ops.
+// The activation side (q8 per plane, the correction, d_x) is built once per chunk (ActChunk) and reused
+// by every row: prepare_act does it once per activation row for a whole matmul. The weight side of a
+// pair (eight planes of values and the scales) does not depend on the activation, so the tile kernel
+// decodes it once for all its columns.
+
+// Bit of S holding the sign of element j (chosen so that M01 / M23 need S bits 4-5 / 2-3 and, after
+// the nibble swap, M45 / M67 find elements 4-5 / 6-7 at the same places of S2).
+constexpr int kSignPos[8] = {4, 5, 2, 3, 0, 1, 6, 7};
 
 struct alignas(64) VbmiTables {
-  uint8_t code_lo[256];    // grid entry k: level codes (8 -> 0, 25 -> 1, 43 -> 2) of elements 0-3
-  uint8_t code_hi[256];    // ... of elements 4-7 (element 4 + j at bits 2j, 2j + 1)
-  uint8_t sign_shift[64];  // vpmultishiftqb: byte 8g + m <- bits 32·(m / 4) + 7·(m % 4) (sign field of E(p))
-  uint8_t act_idx[8][64];  // prep, plane j: byte p <- q8 byte (8·e + j) mod 128 of its super-block, e = 4g + m % 4
-  uint8_t z_idx[64];       // prep: byte p <- byte 4g + m % 4 (+ 32 for B) of [signs of A's entries | B's]
+  uint8_t code_lo[256];     // grid entry k: level codes (8 -> 0, 25 -> 1, 43 -> 2) of elements 0-3
+  uint8_t code_hi[256];     // ... of elements 4-7 (element 4 + j at bits 2j, 2j + 1)
+  uint8_t value[4][64];     // [format F0 a, F0 b, F1 a, F1 b]: vpermb index -> 128 ± level (u8)
+  uint8_t sign_shift[64];   // vpmultishiftqb: byte 8g + m <- bits 32·(m / 4) + 7·(m % 4) (sign field of E(p))
+  uint8_t act_idx[8][64];   // prep, plane j: byte p <- q8 byte (8·e + j) mod 128 of its super-block, e = 4g + m % 4
 };
 
 VbmiTables make_vbmi_tables() {
@@ -167,11 +178,20 @@ VbmiTables make_vbmi_tables() {
     t.code_lo[k] = static_cast<uint8_t>(c & 0xff);
     t.code_hi[k] = static_cast<uint8_t>(c >> 8);
   }
+  constexpr int kLevel[4] = {8, 25, 43, 0};  // code 3 never occurs
+  for (int i = 0; i < 64; ++i) {
+    // F0: codes at bits 0-1 (a), 2-3 (b); signs at 4 (a), 5 (b). F1: signs at 0 (a), 1 (b); codes at 2-3, 4-5.
+    const int f0a = kLevel[i & 3] * ((i >> 4) & 1 ? -1 : 1), f0b = kLevel[(i >> 2) & 3] * ((i >> 5) & 1 ? -1 : 1);
+    const int f1a = kLevel[(i >> 2) & 3] * (i & 1 ? -1 : 1), f1b = kLevel[(i >> 4) & 3] * ((i >> 1) & 1 ? -1 : 1);
+    t.value[0][i] = static_cast<uint8_t>(128 + f0a);
+    t.value[1][i] = static_cast<uint8_t>(128 + f0b);
+    t.value[2][i] = static_cast<uint8_t>(128 + f1a);
+    t.value[3][i] = static_cast<uint8_t>(128 + f1b);
+  }
   for (int p = 0; p < 64; ++p) {
     const int g = p / 8, m = p % 8, e = 4 * g + m % 4;
     t.sign_shift[p] = static_cast<uint8_t>(32 * (m / 4) + 7 * (m % 4));
     for (int j = 0; j < 8; ++j) t.act_idx[j][p] = static_cast<uint8_t>((8 * e + j) & 127);
-    t.z_idx[p] = static_cast<uint8_t>(e + (m >= 4 ? 32 : 0));
   }
   return t;
 }
@@ -187,8 +207,8 @@ constexpr __mmask64 kBBytes = 0xf0f0f0f0f0f0f0f0ull;  // positions of B's entrie
 
 // Activation side of one pair of super-blocks, in the position order above.
 struct alignas(64) ActPair {
-  __m512i qa[8];  // plane j: byte p = |q8| of element j of E(p) (unsigned)
-  __m512i z;      // byte p: bit j = sign of q8 of element j of E(p)
+  __m512i q[8];  // plane j: byte p = q8 of element j of E(p) (signed)
+  __m512i corr;  // dword u: −128 · Σ q8 of the group of dword u (A's group u/2 or B's)
 };
 struct alignas(64) ActChunk {
   ActPair pair[kChunk / 2];
@@ -198,29 +218,25 @@ struct alignas(64) ActChunk {
 }  // namespace
 
 #pragma GCC push_options
-#pragma GCC target("avx512vbmi,avx512bitalg,gfni")
+#pragma GCC target("avx512vbmi,avx512vbmi2,avx512bitalg,gfni")
 
 namespace {
 
-// gf2p8affineqb matrix taking the 2-bit level code at bits 2t, 2t+1 of a byte (other bits ignored)
-// to its magnitude with constant 0x08: 8 = 001000b, 25 = 011001b, 43 = 101011b, i.e.
-// out = 0x08 ^ x0·0x11 ^ x1·0x23 (GF(2)-affine in the code bits x0, x1).
-constexpr long long level_matrix(int t) {
-  const unsigned long long x0 = 1ull << (2 * t), x1 = 2ull << (2 * t);
-  // row for output bit i is byte 7 - i
-  return static_cast<long long>((x0 | x1) << 56 | x1 << 48 | x0 << 24 | x1 << 16);
-}
-
-// gf2p8affineqb matrix computing ksigns_iq2xs from a byte whose bits 0-6 are the sign field (bit 7
-// ignored): output bits 0-6 = input bits 0-6, output bit 7 = their parity.
-constexpr long long ksigns_matrix() {
-  unsigned long long m = 0x7f;  // byte 0: output bit 7
-  for (int i = 0; i < 7; ++i) m |= (1ull << i) << (8 * (7 - i));
+// gf2p8affineqb matrix (row for output bit i = byte 7 − i): input bits 0-6 = a sign field (bit 7
+// ignored); output bit kSignPos[j] (plus `rot`, mod 8) = input bit j for j < 7, and for j = 7 the
+// parity of bits 0-6 (ksigns_iq2xs). rot = 4 gives S2, S with its nibbles swapped.
+constexpr long long ksigns_matrix(int rot) {
+  unsigned long long m = 0;
+  for (int j = 0; j < 8; ++j) {
+    const int out = (kSignPos[j] + rot) % 8;
+    const unsigned long long row = j < 7 ? 1ull << j : 0x7full;
+    m |= row << (8 * (7 - out));
+  }
   return static_cast<long long>(m);
 }
 
 struct Consts {
-  __m512i lo[4], hi[4], ksigns, sign_shift, lvl[4];
+  __m512i lo[4], hi[4], value[4], ksigns, ksigns2, sign_shift;
 };
 
 inline Consts load_consts(const VbmiTables& tb) {
@@ -228,9 +244,10 @@ inline Consts load_consts(const VbmiTables& tb) {
   for (int i = 0; i < 4; ++i) {
     c.lo[i] = _mm512_load_si512(tb.code_lo + 64 * i);
     c.hi[i] = _mm512_load_si512(tb.code_hi + 64 * i);
-    c.lvl[i] = _mm512_set1_epi64(level_matrix(i));
+    c.value[i] = _mm512_load_si512(tb.value[i]);
   }
-  c.ksigns = _mm512_set1_epi64(ksigns_matrix());
+  c.ksigns = _mm512_set1_epi64(ksigns_matrix(0));
+  c.ksigns2 = _mm512_set1_epi64(ksigns_matrix(4));
   c.sign_shift = _mm512_load_si512(tb.sign_shift);
   return c;
 }
@@ -252,21 +269,17 @@ inline void prep_pair(const VbmiTables& tb, const BlockQ8_K* x, int k, int count
   load_act(x, 2 * k, count, qa);
   load_act(x, 2 * k + 1, count, qb);
   constexpr __mmask64 kHigh = 0xffffffff00000000ull;  // entries 16-31 (bytes 128-255 of the super-block)
+  __m512i sum = _mm512_setzero_si512();
   for (int j = 0; j < 8; ++j) {
     const __m512i ix = _mm512_load_si512(tb.act_idx[j]);
     const __m512i va = _mm512_mask_blend_epi8(kHigh, _mm512_permutex2var_epi8(qa[0], ix, qa[1]),
                                               _mm512_permutex2var_epi8(qa[2], ix, qa[3]));
     const __m512i vb = _mm512_mask_blend_epi8(kHigh, _mm512_permutex2var_epi8(qb[0], ix, qb[1]),
                                               _mm512_permutex2var_epi8(qb[2], ix, qb[3]));
-    a.qa[j] = _mm512_abs_epi8(_mm512_mask_blend_epi8(kBBytes, va, vb));
+    a.q[j] = _mm512_mask_blend_epi8(kBBytes, va, vb);
+    sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), a.q[j]);  // dword u: Σ q8 of its group
   }
-  // Sign bytes in entry order (byte e = signs of entry e: bit j = q8[8e + j] < 0), A then B.
-  alignas(64) uint64_t sg[8];
-  for (int i = 0; i < 4; ++i) {
-    sg[i] = _cvtmask64_u64(_mm512_movepi8_mask(qa[i]));
-    sg[4 + i] = _cvtmask64_u64(_mm512_movepi8_mask(qb[i]));
-  }
-  a.z = _mm512_permutexvar_epi8(_mm512_load_si512(tb.z_idx), _mm512_load_si512(sg));
+  a.corr = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7));
 }
 
 inline void prep_act(const VbmiTables& tb, const BlockQ8_K* x, int count, ActChunk& a) {
@@ -274,42 +287,52 @@ inline void prep_act(const VbmiTables& tb, const BlockQ8_K* x, int count, ActChu
     if (2 * k < count) {
       prep_pair(tb, x, k, count, a.pair[k]);
     } else {
-      for (auto& q : a.pair[k].qa) q = _mm512_setzero_si512();
-      a.pair[k].z = _mm512_setzero_si512();
+      for (auto& q : a.pair[k].q) q = _mm512_setzero_si512();
+      a.pair[k].corr = _mm512_setzero_si512();
     }
   }
   for (int j = 0; j < kChunk; ++j) a.dx[j] = j < count ? x[j].d : 0.0f;
 }
 
-// The weight side of a pair, independent of the activation: the eight planes' magnitudes, the
-// ksigns bytes and the (2·ls + 1) factors (dword 2g = A's group g, 2g + 1 = B's).
+// The weight side of a pair, independent of the activation: the eight planes' values (128 ± level,
+// unsigned) and the (2·ls + 1) factors (dword 2g = A's group g, 2g + 1 = B's).
 struct PairWeights {
-  __m512i mag[8], ksigns, scale;
+  __m512i val[8], scale;
 };
 
-// wb null: B absent (its qs are never read; its activation planes are zero).
+// wb null: B absent (its qs are never read; its activation planes and correction are zero).
 inline void decode_pair(const Consts& c, const BlockIq2Xxs& wa, const BlockIq2Xxs* wb, PairWeights& pw) {
   const __m512i qa = _mm512_loadu_si512(wa.qs);
   const __m512i qb = wb != nullptr ? _mm512_loadu_si512(wb->qs) : _mm512_setzero_si512();
-  const __m512i idx = _mm512_mask_blend_epi8(kBBytes, qa, _mm512_slli_epi64(qb, 32));
+  const __m512i mid = _mm512_shrdi_epi64(qa, qb, 32);           // qword: A's fields | B's indices << 32
+  const __m512i idx = _mm512_mask_blend_epi32(0xaaaa, qa, mid);  // A's indices | B's indices << 32
+  const __m512i fields = _mm512_mask_blend_epi32(0xaaaa, mid, qb);
   const __m512i lo = lookup256(c.lo, idx), hi = lookup256(c.hi, idx);
-  for (int j = 0; j < 8; ++j) pw.mag[j] = _mm512_gf2p8affine_epi64_epi8(j < 4 ? lo : hi, c.lvl[j % 4], 0x08);
-  // Dword 2g = A's sign fields / scale of group g, dword 2g + 1 = B's.
-  const __m512i fields = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64(qa, 32), qb);
-  pw.ksigns = _mm512_gf2p8affine_epi64_epi8(_mm512_multishift_epi64_epi8(c.sign_shift, fields), c.ksigns, 0);
-  // (2·ls + 1): ls = bits 28-31 of each dword of fields.
-  pw.scale = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(fields, 28), 1), _mm512_set1_epi32(1));
+  const __m512i sf = _mm512_multishift_epi64_epi8(c.sign_shift, fields);
+  const __m512i s = _mm512_gf2p8affine_epi64_epi8(sf, c.ksigns, 0);
+  const __m512i s2 = _mm512_gf2p8affine_epi64_epi8(sf, c.ksigns2, 0);
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  // ternlog 0xca: (a & b) | (~a & c) with a = mask.
+  const __m512i m01 = _mm512_ternarylogic_epi32(low, lo, s, 0xca);
+  const __m512i m23 = _mm512_srli_epi16(_mm512_ternarylogic_epi32(low, s, lo, 0xca), 2);
+  const __m512i m45 = _mm512_ternarylogic_epi32(low, hi, s2, 0xca);
+  const __m512i m67 = _mm512_srli_epi16(_mm512_ternarylogic_epi32(low, s2, hi, 0xca), 2);
+  pw.val[0] = _mm512_permutexvar_epi8(m01, c.value[0]);
+  pw.val[1] = _mm512_permutexvar_epi8(m01, c.value[1]);
+  pw.val[2] = _mm512_permutexvar_epi8(m23, c.value[2]);
+  pw.val[3] = _mm512_permutexvar_epi8(m23, c.value[3]);
+  pw.val[4] = _mm512_permutexvar_epi8(m45, c.value[0]);
+  pw.val[5] = _mm512_permutexvar_epi8(m45, c.value[1]);
+  pw.val[6] = _mm512_permutexvar_epi8(m67, c.value[2]);
+  pw.val[7] = _mm512_permutexvar_epi8(m67, c.value[3]);
+  // (2·ls + 1): ls = bits 28-31 of each dword of fields; bit 27 shifted to bit 0 is overwritten by the 1.
+  pw.scale = _mm512_or_si512(_mm512_srli_epi32(fields, 27), _mm512_set1_epi32(1));
 }
 
 // Dword 2g = A's group g isum·(2·ls + 1), dword 2g + 1 = B's (exact int32).
 inline __m512i apply_pair(const PairWeights& pw, const ActPair& a) {
-  const __m512i s = _mm512_xor_si512(pw.ksigns, a.z);
-  __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains (latency)
-  for (int j = 0; j < 8; ++j) {
-    const __mmask64 neg = _mm512_test_epi8_mask(s, _mm512_set1_epi8(static_cast<char>(1u << j)));
-    const __m512i v = _mm512_mask_sub_epi8(pw.mag[j], neg, _mm512_setzero_si512(), pw.mag[j]);
-    acc[j & 1] = _mm512_dpbusd_epi32(acc[j & 1], a.qa[j], v);
-  }
+  __m512i acc[2] = {a.corr, _mm512_setzero_si512()};  // two chains (latency)
+  for (int j = 0; j < 8; ++j) acc[j & 1] = _mm512_dpbusd_epi32(acc[j & 1], pw.val[j], a.q[j]);
   return _mm512_mullo_epi32(_mm512_add_epi32(acc[0], acc[1]), pw.scale);
 }
 
