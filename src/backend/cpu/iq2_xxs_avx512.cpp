@@ -372,6 +372,41 @@ inline void rows_chunk(const Consts& c, const void* w, int64_t w_stride, int64_t
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i widx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockIq2Xxs))));
   const __mmask16 valid = static_cast<__mmask16>((1u << count) - 1u);
+  constexpr int64_t kBlock = sizeof(BlockIq2Xxs);
+  if (count <= kChunk / 2 && w_stride <= (int64_t{1} << 30)) {
+    // Short chunk (a row of <= 8 super-blocks, e.g. n = 2048): two rows share one transposition,
+    // row r in lanes 0-7 and row r + 1 in lanes 8-15; each lane's float steps are those of the
+    // one-row path, and row r + 1's lanes move down before they are added.
+    const __m512i widx2 = _mm512_mask_add_epi32(widx, 0xff00, _mm512_set1_epi32(static_cast<int>(w_stride - 8 * kBlock)), widx);
+    const __m512 dx = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_maskz_loadu_ps(static_cast<__mmask8>(valid), a.dx)),
+                                         _mm256_maskz_loadu_ps(static_cast<__mmask8>(valid), a.dx), 1);
+    for (int r = 0; r < nr; r += 2) {
+      const auto* wb = reinterpret_cast<const BlockIq2Xxs*>(static_cast<const uint8_t*>(w) + r * w_stride) + b;
+      const bool second = r + 1 < nr;
+      const auto* wb2 = reinterpret_cast<const BlockIq2Xxs*>(reinterpret_cast<const uint8_t*>(wb) + w_stride);
+      prefetch_ahead(wb, count * static_cast<int64_t>(sizeof(BlockIq2Xxs)));
+      if (second) prefetch_ahead(wb2, count * static_cast<int64_t>(sizeof(BlockIq2Xxs)));
+      const __mmask16 both = static_cast<__mmask16>(valid | (second ? valid << 8 : 0));
+      const __m512i dbits = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), both, widx2, &wb->d, 1);
+      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));
+      __m512i v[8];
+      for (int k = 0; k < 4; ++k) {
+        v[k] = 2 * k < count ? pair_dot(c, wb[2 * k], 2 * k + 1 < count ? &wb[2 * k + 1] : nullptr, a.pair[k])
+                             : _mm512_setzero_si512();
+        v[4 + k] = second && 2 * k < count
+                       ? pair_dot(c, wb2[2 * k], 2 * k + 1 < count ? &wb2[2 * k + 1] : nullptr, a.pair[k])
+                       : _mm512_setzero_si512();
+      }
+      const __m512 isum = _mm512_cvtepi32_ps(reduce_pairs(v));
+      const __m512 val = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw, dx), isum), _mm512_set1_ps(0.125f));
+      acc[r][t & 1] = _mm512_mask_add_ps(acc[r][t & 1], valid, acc[r][t & 1], val);
+      if (second) {
+        const __m512 hi = _mm512_shuffle_f32x4(val, val, _MM_SHUFFLE(1, 0, 3, 2));
+        acc[r + 1][t & 1] = _mm512_mask_add_ps(acc[r + 1][t & 1], valid, acc[r + 1][t & 1], hi);
+      }
+    }
+    return;
+  }
   const __m512 dx = _mm512_maskz_loadu_ps(valid, a.dx);
   for (int r = 0; r < nr; ++r) {
     const auto* wb = reinterpret_cast<const BlockIq2Xxs*>(static_cast<const uint8_t*>(w) + r * w_stride) + b;

@@ -316,7 +316,7 @@ TEST(Iq2Xxs, VecDotRowsMatchesVecDot) {
     EXPECT_NE(select_vec_dot_rows(kernels(), SimdLevel::kAvx512), nullptr);
   }
   std::mt19937 rng(18);
-  for (int64_t nb : {1, 2, 5, 15, 16, 17, 31, 32, 33, 48}) {
+  for (int64_t nb : {1, 2, 5, 6, 8, 15, 16, 17, 24, 31, 32, 33, 48}) {  // 8, 24: two-row short chunks
     const int64_t stride = nb + 3;
     auto w = random_blocks(rng, 4 * stride);
     auto a = random_act(rng, nb, -0.5f, 0.5f);
