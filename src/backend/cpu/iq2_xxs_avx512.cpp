@@ -331,9 +331,11 @@ inline void decode_pair(const Consts& c, const BlockIq2Xxs& wa, const BlockIq2Xx
 
 // Dword 2g = A's group g isum·(2·ls + 1), dword 2g + 1 = B's (exact int32).
 inline __m512i apply_pair(const PairWeights& pw, const ActPair& a) {
-  __m512i acc[2] = {a.corr, _mm512_setzero_si512()};  // two chains (latency)
-  for (int j = 0; j < 8; ++j) acc[j & 1] = _mm512_dpbusd_epi32(acc[j & 1], pw.val[j], a.q[j]);
-  return _mm512_mullo_epi32(_mm512_add_epi32(acc[0], acc[1]), pw.scale);
+  // One chain: the pairs of a chunk are independent, so their chains overlap; the add a second
+  // chain needs measured ~10% slower on Sapphire Rapids.
+  __m512i acc = a.corr;
+  for (int j = 0; j < 8; ++j) acc = _mm512_dpbusd_epi32(acc, pw.val[j], a.q[j]);
+  return _mm512_mullo_epi32(acc, pw.scale);
 }
 
 inline __m512i pair_dot(const Consts& c, const BlockIq2Xxs& wa, const BlockIq2Xxs* wb, const ActPair& a) {
