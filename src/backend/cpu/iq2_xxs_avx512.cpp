@@ -495,7 +495,27 @@ __attribute__((noinline)) void dot_tile_vbmi_prepared(int64_t n, const void* w, 
       }
       const __m512i dbits = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, widx, &wb->d, 1);
       const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));
-      for (int col = 0; col < nc; ++col) {
+      int col = 0;
+      if (count <= kChunk / 2) {
+        // Short chunk: two columns share one transposition (column col in lanes 0-7, col + 1 in
+        // 8-15); per-lane float steps as below, the second column's lanes moved down before adding.
+        const __m512 dw2 = _mm512_shuffle_f32x4(dw, dw, _MM_SHUFFLE(1, 0, 1, 0));
+        for (; col + 1 < nc; col += 2) {
+          const ActChunk& a0 = reinterpret_cast<const ActChunk*>(prep + col * prep_stride)[t];
+          const ActChunk& a1 = reinterpret_cast<const ActChunk*>(prep + (col + 1) * prep_stride)[t];
+          const __m512 dx = _mm512_insertf32x8(
+              _mm512_castps256_ps512(_mm256_maskz_loadu_ps(static_cast<__mmask8>(valid), a0.dx)),
+              _mm256_maskz_loadu_ps(static_cast<__mmask8>(valid), a1.dx), 1);
+          __m512i vv[8];
+          for (int k = 0; k < 4; ++k) vv[k] = v[col][k], vv[4 + k] = v[col + 1][k];
+          const __m512 isum = _mm512_cvtepi32_ps(reduce_pairs(vv));
+          const __m512 val = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw2, dx), isum), _mm512_set1_ps(0.125f));
+          const __m512 hi = _mm512_shuffle_f32x4(val, val, _MM_SHUFFLE(1, 0, 3, 2));
+          acc[r][col][t & 1] = _mm512_mask_add_ps(acc[r][col][t & 1], valid, acc[r][col][t & 1], val);
+          acc[r][col + 1][t & 1] = _mm512_mask_add_ps(acc[r][col + 1][t & 1], valid, acc[r][col + 1][t & 1], hi);
+        }
+      }
+      for (; col < nc; ++col) {
         const ActChunk& a = reinterpret_cast<const ActChunk*>(prep + col * prep_stride)[t];
         const __m512 dx = _mm512_maskz_loadu_ps(valid, a.dx);
         const __m512 isum = _mm512_cvtepi32_ps(reduce_pairs(v[col]));
