@@ -368,8 +368,9 @@ inline float reduce_acc(__m512 a0, __m512 a1) {
   return reduce_partials32_avx512(a0, a1);
 }
 
-// Chunk t (blocks b .. b + count − 1) of nr rows against its prepared activation side `a`.
-inline void rows_chunk(const Consts& c, const void* w, int64_t w_stride, int64_t b, int count, int64_t t,
+// Chunk t (blocks b .. b + count − 1) of nr rows against its prepared activation side `a`. Inlined:
+// with the tables in the caller's registers it measured 4-7% faster than the out-of-line clone GCC makes.
+__attribute__((always_inline)) inline void rows_chunk(const Consts& c, const void* w, int64_t w_stride, int64_t b, int count, int64_t t,
                        const ActChunk& a, int nr, __m512 (*acc)[2]) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i widx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockIq2Xxs))));
