@@ -8,8 +8,12 @@
 // Integer sums are exact, so only the order of the float steps above matters.
 //
 // Two integer-dot paths:
-//  * VBMI + BITALG + GFNI (Zen 4, Ice Lake and later), used when the CPU has them: super-blocks in
-//    pairs, no scalar table loads, ~4 vector ops per 64 weights (layout written at the VBMI section).
+//  * VBMI + VBMI2 + BITALG + GFNI (Zen 4, Ice Lake, Sapphire Rapids and later), used when the CPU has
+//    them: super-blocks in pairs, no scalar table loads, ~46 vector uops per 512 weights (layout and
+//    op count at the VBMI section). It is compute-bound: on Sapphire Rapids (2.4 GHz, where 512-bit
+//    ops issue on two ports and vpermt2b costs three uops) it decodes 10-11 GB/s of weights per core
+//    in cache at best, about what one core's share of DRAM bandwidth needs, and half that when a
+//    neighbour on the shared physical core is busy.
 //  * Baseline AVX-512 (F/BW/VL/DQ/VNNI) otherwise: eight 64-bit grid loads per 64 weights; sign
 //    bytes computed in-register (parity folded into bit 7) used as a byte mask k;
 //    vpmaddubsw(g, q) − 2·vpmaddubsw(k ? g : 0, q) = exact int16 pair sums (q8 = −128 exact);
@@ -149,7 +153,11 @@ bool has_vbmi_bitalg_gfni() {
 //          group (the activation side's correction), gives the exact signed group dot in dword u =
 //          positions 4u .. 4u+3 = A's group u/2 (u even) or B's (u odd); one vpmulld by (2·ls + 1) of that
 //          group, and a qword transposition turns the chunk's eight pair vectors into lane j = isum of
-//          super-block j. Per pair: 4 vpermt2b + 1 vpmultishiftqb + 8 vpermb on port 5, ~30 other ops.
+//          super-block j. Per pair (512 weights), in uops: index/fields 3, lookups 15 (4 vpermt2b of 3
+//          uops), signs 3, value indices 6, values 8 (vpermb), dots 8, scale 5: ~46, plus ~7 per pair
+//          for the chunk's transposition, d gather and float steps. Replaced (measured on Sapphire
+//          Rapids, 8.8 -> 6.2 ns per super-block in cache at best): per-plane magnitudes by
+//          gf2p8affineqb and signs by vptestmb + masked subtract (3 ops per 64 weights instead of 1).
 // The activation side (q8 per plane, the correction, d_x) is built once per chunk (ActChunk) and reused
 // by every row: prepare_act does it once per activation row for a whole matmul. The weight side of a
 // pair (eight planes of values and the scales) does not depend on the activation, so the tile kernel
