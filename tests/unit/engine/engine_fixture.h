@@ -45,13 +45,17 @@ inline const std::string& tiny_engine_model() {
   // Leaked on purpose: the atexit handler below must still see it after statics are destroyed.
   static const std::string& path = *new std::string([] {
     const std::string dir = ::testing::TempDir();
-    const std::string tok = write_tiny_tokenizer_json(dir + "/engine_tiny_tokenizer.json");
-    const std::string out = dir + "/engine_tiny_" + std::to_string(::getpid()) + ".gguf";
+    // Per-process names: ctest -j runs several test processes at once, and a shared tokenizer path
+    // let one process read the file while another rewrote it (a flaky "not a well-formed JSON").
+    const std::string pid = std::to_string(::getpid());
+    const std::string tok = write_tiny_tokenizer_json(dir + "/engine_tiny_tokenizer_" + pid + ".json");
+    const std::string out = dir + "/engine_tiny_" + pid + ".gguf";
     tools::SynthPlan plan = tools::plan_synth(*tools::synth_preset("tiny"), model::QuantMix::kF32);
     EXPECT_TRUE(tools::with_tokenizer(plan, tok).ok());
     ThreadPool pool(2);
     const Status s = tools::write_synth(plan, 5, out, pool);
     EXPECT_TRUE(s.ok()) << s.to_string();
+    std::remove(tok.c_str());  // its content now lives in the GGUF
     return out;
   }());
   static const bool cleanup = [] { return std::atexit([] { std::remove(tiny_engine_model().c_str()); }) == 0; }();
