@@ -78,7 +78,8 @@ int run_bench_kernels(const BenchArgs& a) {
     for (const auto& r : mv)
       j["matvec"].push_back({{"type", tensor_type_name(r.type)}, {"simd", simd_level_name(r.level)}, {"rows", r.rows},
                              {"n", r.n}, {"gbps", r.gbps}, {"read_gbps_nearby", r.read_gbps},
-                             {"fraction_of_bandwidth", r.gbps / r.read_gbps}});
+                             {"fraction_of_bandwidth", r.gbps / r.read_gbps},
+                             {"cache_gbps_one_thread", r.cache_gbps_one_thread}});
     for (const auto& r : mm)
       j["matmul"].push_back({{"type", tensor_type_name(r.type)}, {"simd", simd_level_name(r.level)}, {"rows", r.rows},
                              {"n", r.n}, {"cols", r.cols}, {"gflops", r.gflops},
@@ -87,12 +88,14 @@ int run_bench_kernels(const BenchArgs& a) {
     return 0;
   }
   std::printf("matrix x vector (weights streamed from DRAM; best of 5 windows. 'read GB/s' = best streaming read\n"
-              "of probes interleaved with those windows, since bandwidth drifts on shared machines; the fraction uses it)\n");
-  std::printf("  %-18s %-7s %11s %9s %9s %8s\n", "type", "simd", "rows x n", "GB/s", "read GB/s", "of BW");
+              "of probes interleaved with those windows, since bandwidth drifts on shared machines; the fraction uses it.\n"
+              "'L2 1-thr' = one thread on an L2-sized slice of the same matrix: threads x it near or below 'read GB/s'\n"
+              "means the kernel's compute, not memory, is the limit)\n");
+  std::printf("  %-18s %-7s %11s %9s %9s %8s %9s\n", "type", "simd", "rows x n", "GB/s", "read GB/s", "of BW", "L2 1-thr");
   for (const auto& r : mv)
-    std::printf("  %-18s %-7s %5lld x %-5lld %9.2f %9.2f %7.1f%%\n", std::string(tensor_type_name(r.type)).c_str(),
+    std::printf("  %-18s %-7s %5lld x %-5lld %9.2f %9.2f %7.1f%% %9.2f\n", std::string(tensor_type_name(r.type)).c_str(),
                 simd_level_name(r.level), static_cast<long long>(r.rows), static_cast<long long>(r.n), r.gbps,
-                r.read_gbps, 100.0 * r.gbps / r.read_gbps);
+                r.read_gbps, 100.0 * r.gbps / r.read_gbps, r.cache_gbps_one_thread);
   std::printf("\nmatrix x matrix\n");
   std::printf("  %-18s %-7s %11s %6s %9s %8s\n", "type", "simd", "rows x n", "cols", "GFLOP/s", "of peak");
   for (const auto& r : mm)

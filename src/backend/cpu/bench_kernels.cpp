@@ -207,7 +207,19 @@ std::vector<MatvecResult> bench_matvec(CpuContext& ctx, const BenchOptions& opt)
             return static_cast<double>(bytes) / 1e9;
           },
           [&] { read_gbps = std::max(read_gbps, probe_read(ctx, probe, 1)); });
-      out.push_back({k->type, effective_simd_level(*k, ctx.max_level), rows, n, gbps, read_gbps});
+      // The same kernel on one thread over an L2-sized slice (256 KiB, at least 8 rows), called again
+      // and again: its compute speed without DRAM.
+      const int64_t slice_rows = std::clamp<int64_t>((int64_t{256} << 10) / tensor_row_bytes(k->type, n), 8, rows);
+      ThreadPool one(1);
+      CpuContext ctx1;
+      ctx1.pool = &one;
+      ctx1.max_level = ctx.max_level;
+      (void)matmul_quantized(ctx1, *k, buf.p, slice_rows, n, act.data(), 1, y.data());
+      const double cache_gbps = best_window_rate(opt, [&] {
+        (void)matmul_quantized(ctx1, *k, buf.p, slice_rows, n, act.data(), 1, y.data());
+        return static_cast<double>(slice_rows * tensor_row_bytes(k->type, n)) / 1e9;
+      });
+      out.push_back({k->type, effective_simd_level(*k, ctx.max_level), rows, n, gbps, read_gbps, cache_gbps});
     }
   }
   return out;

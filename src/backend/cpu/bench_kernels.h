@@ -38,6 +38,8 @@ struct MatvecResult {
   double gbps;          // weight bytes streamed per second
   double read_gbps;     // streaming-read bandwidth measured just before this case (the VM's
                         // bandwidth drifts over minutes, so each ratio uses its own neighbour)
+  double cache_gbps_one_thread;  // one thread on an L2-sized slice of the same matrix (the kernel's
+                                 // own speed: threads × this below read_gbps means compute-bound)
 };
 
 struct MatmulResult {
