@@ -102,9 +102,7 @@ float vec_dot_old(int64_t n, const void* w, const void* act) {
   const auto* wb = static_cast<const BlockIq2Xxs*>(w);
   const auto* xb = static_cast<const BlockQ8_K*>(act);
   const int64_t nb = n / 256;
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i widx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockIq2Xxs))));
-  const __m512i xidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockQ8_K))));
+  const __m512i widx = lane_offsets(sizeof(BlockIq2Xxs)), xidx = lane_offsets(sizeof(BlockQ8_K));
   __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   int64_t t = 0;
   for (int64_t b = 0; b < nb; b += 16, ++t) {
@@ -380,8 +378,7 @@ inline float reduce_acc(__m512 a0, __m512 a1) {
 // with the tables in the caller's registers it measured 4-7% faster than the out-of-line clone GCC makes.
 __attribute__((always_inline)) inline void rows_chunk(const Consts& c, const void* w, int64_t w_stride, int64_t b, int count, int64_t t,
                        const ActChunk& a, int nr, __m512 (*acc)[2]) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i widx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockIq2Xxs))));
+  const __m512i widx = lane_offsets(sizeof(BlockIq2Xxs));
   const __mmask16 valid = static_cast<__mmask16>((1u << count) - 1u);
   constexpr int64_t kBlock = sizeof(BlockIq2Xxs);
   if (count <= kChunk / 2 && w_stride <= (int64_t{1} << 30)) {
@@ -480,8 +477,7 @@ __attribute__((noinline)) void dot_tile_vbmi_prepared(int64_t n, const void* w, 
   const int64_t nb = n / 256;
   const Consts c = load_consts(vbmi_tables());
   const auto* prep = static_cast<const uint8_t*>(prepared);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i widx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockIq2Xxs))));
+  const __m512i widx = lane_offsets(sizeof(BlockIq2Xxs));
   __m512 acc[4][kMaxTileCols][2];
   for (auto& r : acc)
     for (auto& col : r) col[0] = col[1] = _mm512_setzero_ps();

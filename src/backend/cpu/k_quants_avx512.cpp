@@ -182,9 +182,7 @@ inline __m512 chunk_values(const uint8_t* wc, const uint8_t* ac, int cnt, __m512
   const __mmask16 m = static_cast<__mmask16>(cnt == 16 ? 0xffff : (1u << cnt) - 1);
   __m512i dd;
   if constexpr (kGather) {
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i idx_w = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kWBytes)));
-    dd = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx_w, wc + kDOffset, 1);
+    dd = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, lane_offsets(kWBytes), wc + kDOffset, 1);
   } else {
     dd = _mm512_maskz_load_epi32(m, dbuf);
   }
@@ -240,9 +238,7 @@ void k_quant_rows(int64_t n, const uint8_t* wp, int64_t stride, const uint8_t* a
     const __mmask16 m = static_cast<__mmask16>(cnt == 16 ? 0xffff : (1u << cnt) - 1);
     __m512 dx;
     if constexpr (NR == 1) {
-      const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-      const __m512i idx_a = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(kABytes)));
-      dx = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx_a, ac, 1);
+      dx = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, lane_offsets(kABytes), ac, 1);
     } else {
       alignas(64) float xbuf[16];
       for (int i = 0; i < cnt; ++i) std::memcpy(&xbuf[i], ac + i * kABytes, 4);

@@ -80,9 +80,7 @@ inline __m512i chunk_isums(const Consts& c, const BlockMxfp4* w, const BlockQ8_0
 
 // (e8m0_half(e_j) * d_x_j) for the count valid blocks of the chunk (other lanes 0).
 inline __m512 chunk_scales(const BlockMxfp4* w, const BlockQ8_0Act* x, __mmask16 valid) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i widx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockMxfp4))));
-  const __m512i xidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(sizeof(BlockQ8_0Act))));
+  const __m512i widx = lane_offsets(sizeof(BlockMxfp4)), xidx = lane_offsets(sizeof(BlockQ8_0Act));
   // A 4-byte gather at a block's start (e, qs[0..2]) stays inside the block; keep the low byte.
   const __m512i e = _mm512_and_si512(
       _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, widx, &w[0].e, 1), _mm512_set1_epi32(0xff));

@@ -70,12 +70,6 @@ inline __m512i reduce8x8(const __m512i v[8]) {
   return _mm512_add_epi32(_mm512_permutex2var_epi32(x[0], l3_lo, x[1]), _mm512_permutex2var_epi32(x[0], l3_hi, x[1]));
 }
 
-// Lane j = j * bytes (gather offsets of 16 consecutive blocks).
-inline __m512i lane_offsets(int64_t bytes) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  return _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(bytes)));
-}
-
 // The 32 quants of blocks 2i (low half) and 2i + 1 (high half) of a chunk of cnt blocks (blocks of
 // `stride` bytes, quants at `off`); a block past cnt is zero and never read.
 inline __m512i load_block_pair(const uint8_t* p, int64_t stride, int64_t off, int i, int cnt) {

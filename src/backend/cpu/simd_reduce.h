@@ -1,8 +1,11 @@
-// backend/cpu/simd_reduce.h — the Partials32 tree (accumulate.h) in AVX2 and AVX-512 registers.
+// backend/cpu/simd_reduce.h — the Partials32 tree (accumulate.h) in AVX2 and AVX-512 registers, and the
+// gather offsets the AVX-512 kernels use to collect per-block scales.
 // Include only from *_avx2.cpp / *_avx512.cpp files (needs those ISA flags).
 #pragma once
 
 #include <immintrin.h>
+
+#include <cstdint>
 
 namespace dsv4::cpu {
 
@@ -28,6 +31,12 @@ static inline float reduce_partials32_avx512(__m512 lo, __m512 hi) {
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
   return _mm_cvtss_f32(s1);
+}
+
+// Lane j = j * bytes: gather offsets of 16 consecutive blocks of `bytes` bytes.
+static inline __m512i lane_offsets(int64_t bytes) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(bytes)));
 }
 #endif
 
