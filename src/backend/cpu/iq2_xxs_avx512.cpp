@@ -33,6 +33,21 @@
 namespace dsv4::cpu {
 namespace {
 
+// The float steps of one lane (a super-block), iq2_xxs.h's order: ((d_w · d_x) · isum) · 0.125f.
+inline __m512 block_values(__m512 dw, __m512 dx, __m512 isum) {
+  return _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw, dx), isum), _mm512_set1_ps(0.125f));
+}
+
+// Two rows' (or columns') values of a short chunk, the first in lanes 0-7 and the second in 8-15:
+// each added to its own accumulator's lanes 0-7 (valid ones only).
+inline void add_halves(__m512& first, __m512* second, __mmask16 valid, __m512 val) {
+  first = _mm512_mask_add_ps(first, valid, first, val);
+  if (second != nullptr) {
+    const __m512 hi = _mm512_shuffle_f32x4(val, val, _MM_SHUFFLE(1, 0, 3, 2));
+    *second = _mm512_mask_add_ps(*second, valid, *second, hi);
+  }
+}
+
 inline __m512i block_dot(const BlockIq2Xxs& w, const int8_t* q8) {
   const __m512i qsv = _mm512_loadu_si512(w.qs);  // qword g = a0_g | a1_g << 32
   // Grid entries: eight 64-bit loads per 64 weights (faster than vpgatherqq on Zen 4).
@@ -113,7 +128,7 @@ float vec_dot_old(int64_t n, const void* w, const void* act) {
     const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));
     const __m512 dx = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, xidx, &xb[b].d, 1);
     const __m512 isum = _mm512_cvtepi32_ps(chunk_isums(wb + b, xb + b, count));
-    const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw, dx), isum), _mm512_set1_ps(0.125f));
+    const __m512 v = block_values(dw, dx, isum);
     acc[t & 1] = _mm512_mask_add_ps(acc[t & 1], valid, acc[t & 1], v);
   }
   return reduce_partials32_avx512(acc[0], acc[1]);
@@ -392,8 +407,8 @@ __attribute__((always_inline)) inline void rows_chunk(const Consts& c, const voi
       const auto* wb = reinterpret_cast<const BlockIq2Xxs*>(static_cast<const uint8_t*>(w) + r * w_stride) + b;
       const bool second = r + 1 < nr;
       const auto* wb2 = reinterpret_cast<const BlockIq2Xxs*>(reinterpret_cast<const uint8_t*>(wb) + w_stride);
-      prefetch_ahead(wb, count * static_cast<int64_t>(sizeof(BlockIq2Xxs)));
-      if (second) prefetch_ahead(wb2, count * static_cast<int64_t>(sizeof(BlockIq2Xxs)));
+      prefetch_ahead(wb, count * kBlock);
+      if (second) prefetch_ahead(wb2, count * kBlock);
       const __mmask16 both = static_cast<__mmask16>(valid | (second ? valid << 8 : 0));
       const __m512i dbits = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), both, widx2, &wb->d, 1);
       const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));
@@ -406,24 +421,19 @@ __attribute__((always_inline)) inline void rows_chunk(const Consts& c, const voi
                        : _mm512_setzero_si512();
       }
       const __m512 isum = _mm512_cvtepi32_ps(reduce_pairs(v));
-      const __m512 val = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw, dx), isum), _mm512_set1_ps(0.125f));
-      acc[r][t & 1] = _mm512_mask_add_ps(acc[r][t & 1], valid, acc[r][t & 1], val);
-      if (second) {
-        const __m512 hi = _mm512_shuffle_f32x4(val, val, _MM_SHUFFLE(1, 0, 3, 2));
-        acc[r + 1][t & 1] = _mm512_mask_add_ps(acc[r + 1][t & 1], valid, acc[r + 1][t & 1], hi);
-      }
+      add_halves(acc[r][t & 1], second ? &acc[r + 1][t & 1] : nullptr, valid, block_values(dw, dx, isum));
     }
     return;
   }
   const __m512 dx = _mm512_maskz_loadu_ps(valid, a.dx);
   for (int r = 0; r < nr; ++r) {
     const auto* wb = reinterpret_cast<const BlockIq2Xxs*>(static_cast<const uint8_t*>(w) + r * w_stride) + b;
-    prefetch_ahead(wb, count * static_cast<int64_t>(sizeof(BlockIq2Xxs)));  // stream_prefetch.h
+    prefetch_ahead(wb, count * kBlock);  // stream_prefetch.h
     // A 4-byte gather at a block's start (d, qs[0]) stays inside the block; keep the low 16 bits.
     const __m512i dbits = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, widx, &wb->d, 1);
     const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));
     const __m512 isum = _mm512_cvtepi32_ps(chunk_isums_vbmi(c, wb, a, count));
-    const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw, dx), isum), _mm512_set1_ps(0.125f));
+    const __m512 v = block_values(dw, dx, isum);
     acc[r][t & 1] = _mm512_mask_add_ps(acc[r][t & 1], valid, acc[r][t & 1], v);
   }
 }
@@ -514,17 +524,15 @@ __attribute__((noinline)) void dot_tile_vbmi_prepared(int64_t n, const void* w, 
           __m512i vv[8];
           for (int k = 0; k < 4; ++k) vv[k] = v[col][k], vv[4 + k] = v[col + 1][k];
           const __m512 isum = _mm512_cvtepi32_ps(reduce_pairs(vv));
-          const __m512 val = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw2, dx), isum), _mm512_set1_ps(0.125f));
-          const __m512 hi = _mm512_shuffle_f32x4(val, val, _MM_SHUFFLE(1, 0, 3, 2));
-          acc[r][col][t & 1] = _mm512_mask_add_ps(acc[r][col][t & 1], valid, acc[r][col][t & 1], val);
-          acc[r][col + 1][t & 1] = _mm512_mask_add_ps(acc[r][col + 1][t & 1], valid, acc[r][col + 1][t & 1], hi);
+          const __m512 val = block_values(dw2, dx, isum);
+          add_halves(acc[r][col][t & 1], &acc[r][col + 1][t & 1], valid, val);
         }
       }
       for (; col < nc; ++col) {
         const ActChunk& a = reinterpret_cast<const ActChunk*>(prep + col * prep_stride)[t];
         const __m512 dx = _mm512_maskz_loadu_ps(valid, a.dx);
         const __m512 isum = _mm512_cvtepi32_ps(reduce_pairs(v[col]));
-        const __m512 val = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dw, dx), isum), _mm512_set1_ps(0.125f));
+        const __m512 val = block_values(dw, dx, isum);
         acc[r][col][t & 1] = _mm512_mask_add_ps(acc[r][col][t & 1], valid, acc[r][col][t & 1], val);
       }
     }

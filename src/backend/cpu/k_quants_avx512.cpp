@@ -152,6 +152,16 @@ inline __m512i q4_k_super_block(const uint8_t* w, const uint8_t* a) {
   return pack(_mm512_add_epi32(acc[0], acc[1]), _mm256_madd_epi16(mdup, bs));
 }
 
+// The float steps of one lane (a super-block): d_x·(d·isum_sc − dmin·isum_m), with dd = (f16 d |
+// f16 dmin << 16) per lane.
+inline __m512 scaled_values(__m512i dd, __m512i isc, __m512i ism, __m512 dx) {
+  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+  const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+  const __m512 t_sc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isc));
+  const __m512 t_m = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(ism));
+  return _mm512_mul_ps(dx, _mm512_sub_ps(t_sc, t_m));
+}
+
 // One chunk of up to 16 super-blocks (cnt of them) of one row -> acc[c & 1] (lane j = super-block
 // 16c + j). dx: the chunk's activation scales (shared by every row). The chunk's bytes one page
 // ahead are prefetched (stream_prefetch.h: Q2_K 50-64 % -> 62-76 %, Q4_K 56-67 % -> 70-85 % of the
@@ -186,11 +196,7 @@ inline __m512 chunk_values(const uint8_t* wc, const uint8_t* ac, int cnt, __m512
   } else {
     dd = _mm512_maskz_load_epi32(m, dbuf);
   }
-  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-  const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-  const __m512 t_sc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isc));
-  const __m512 t_m = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(ism));
-  return _mm512_mul_ps(dx, _mm512_sub_ps(t_sc, t_m));
+  return scaled_values(dd, isc, ism, dx);
 }
 
 // Two rows' chunks of cnt <= 8 super-blocks (n = 2048: the DS4 expert down projection) through one
@@ -217,11 +223,7 @@ inline __m512 chunk_values_two_rows(const uint8_t* wc0, const uint8_t* wc1, cons
   __m512i isc, ism;
   reduce16(v, &isc, &ism);
   const __m512i dd = _mm512_load_epi32(dbuf);
-  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-  const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-  const __m512 t_sc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isc));
-  const __m512 t_m = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(ism));
-  return _mm512_mul_ps(dx2, _mm512_sub_ps(t_sc, t_m));
+  return scaled_values(dd, isc, ism, dx2);
 }
 
 // nr (1..4) rows at w + r * stride. kWBytes: weight block size; kDOffset: byte offset of (f16 d,
