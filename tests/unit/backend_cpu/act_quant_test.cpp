@@ -41,26 +41,27 @@ std::vector<std::vector<float>> act_rows() {
   return rows;
 }
 
-TEST(ActQuant, Avx512MatchesScalarQ8_0) {
-  if (detected_simd_level() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512";
+using QuantizeFn = void (*)(const float*, void*, int64_t);
+
+// The AVX-512 form writes the reference's bytes for every row of act_rows().
+void expect_same_bytes(ActFormat format, QuantizeFn reference, QuantizeFn avx512) {
   for (const auto& r : act_rows()) {
     const int64_t n = static_cast<int64_t>(r.size());
-    std::vector<uint8_t> a(static_cast<size_t>(act_row_bytes(ActFormat::kQ8_0, n))), b(a.size());
-    quantize_act_q8_0(r.data(), a.data(), n);
-    quantize_act_q8_0_avx512(r.data(), b.data(), n);
+    std::vector<uint8_t> a(static_cast<size_t>(act_row_bytes(format, n))), b(a.size());
+    reference(r.data(), a.data(), n);
+    avx512(r.data(), b.data(), n);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size()));
   }
 }
 
+TEST(ActQuant, Avx512MatchesScalarQ8_0) {
+  if (detected_simd_level() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512";
+  expect_same_bytes(ActFormat::kQ8_0, quantize_act_q8_0, quantize_act_q8_0_avx512);
+}
+
 TEST(ActQuant, Avx512MatchesScalarQ8_K) {
   if (detected_simd_level() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512";
-  for (const auto& r : act_rows()) {
-    const int64_t n = static_cast<int64_t>(r.size());
-    std::vector<uint8_t> a(static_cast<size_t>(act_row_bytes(ActFormat::kQ8_K, n))), b(a.size());
-    quantize_act_q8_k(r.data(), a.data(), n);
-    quantize_act_q8_k_avx512(r.data(), b.data(), n);
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size()));
-  }
+  expect_same_bytes(ActFormat::kQ8_K, quantize_act_q8_k, quantize_act_q8_k_avx512);
 }
 
 }  // namespace
