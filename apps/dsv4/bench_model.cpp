@@ -71,8 +71,13 @@ int run_bench_model(const BenchModelArgs& a) {
     std::fprintf(stderr, "dsv4 bench: %s\n", (!threads.ok() ? threads.status() : level.status()).to_string().c_str());
     return 2;
   }
+  auto amx = amx_from_flags(*level);
+  if (!amx.ok()) {
+    std::fprintf(stderr, "dsv4 bench: %s\n", amx.status().to_string().c_str());
+    return 2;
+  }
   ThreadPool pool(*threads);
-  cpu::CpuOps ops(&pool, *level);
+  cpu::CpuOps ops(&pool, *level, *amx);
   auto loaded = model::Model::load(a.model, ops);
   if (!loaded.ok()) {
     std::fprintf(stderr, "dsv4 bench: %s\n", loaded.status().to_string().c_str());

@@ -58,10 +58,16 @@ int run_bench_kernels(const BenchArgs& a) {
     opt.matmul_rows = 128;
     opt.matmul_n = 512;
   }
+  auto amx = amx_from_flags(*level);
+  if (!amx.ok()) {
+    std::fprintf(stderr, "dsv4 bench: %s\n", amx.status().to_string().c_str());
+    return 2;
+  }
   ThreadPool pool(*threads);
   cpu::CpuContext ctx;
   ctx.pool = &pool;
   ctx.max_level = *level;
+  ctx.use_amx = *amx;
   const cpu::MachineLimits m = cpu::measure_machine(ctx, opt);
   if (!a.json) {
     std::printf("machine: %d threads, SIMD %s, LLC %.0f MiB\n", m.threads, simd_level_name(m.level),
@@ -81,7 +87,7 @@ int run_bench_kernels(const BenchArgs& a) {
                              {"fraction_of_bandwidth", r.gbps / r.read_gbps},
                              {"cache_gbps_one_thread", r.cache_gbps_one_thread}});
     for (const auto& r : mm)
-      j["matmul"].push_back({{"type", tensor_type_name(r.type)}, {"simd", simd_level_name(r.level)}, {"rows", r.rows},
+      j["matmul"].push_back({{"type", tensor_type_name(r.type)}, {"simd", r.amx ? "amx" : simd_level_name(r.level)}, {"rows", r.rows},
                              {"n", r.n}, {"cols", r.cols}, {"gflops", r.gflops},
                              {"fraction_of_fma_peak", m.fma_gflops > 0 ? r.gflops / m.fma_gflops : 0.0}});
     std::printf("%s\n", j.dump(2).c_str());
@@ -100,7 +106,7 @@ int run_bench_kernels(const BenchArgs& a) {
   std::printf("  %-18s %-7s %11s %6s %9s %8s\n", "type", "simd", "rows x n", "cols", "GFLOP/s", "of peak");
   for (const auto& r : mm)
     std::printf("  %-18s %-7s %5lld x %-5lld %6lld %9.1f %7.1f%%\n", std::string(tensor_type_name(r.type)).c_str(),
-                simd_level_name(r.level), static_cast<long long>(r.rows), static_cast<long long>(r.n),
+                r.amx ? "amx" : simd_level_name(r.level), static_cast<long long>(r.rows), static_cast<long long>(r.n),
                 static_cast<long long>(r.cols), r.gflops, m.fma_gflops > 0 ? 100.0 * r.gflops / m.fma_gflops : 0.0);
   return 0;
 }

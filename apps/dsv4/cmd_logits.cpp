@@ -74,8 +74,10 @@ int run_engine(const EngineArgs& a, bool generate) {
   if (!level.ok()) return fail(cmd, level.status());
   auto tokens = read_tokens(a.tokens_file);
   if (!tokens.ok()) return fail(cmd, tokens.status());
+  auto amx = amx_from_flags(*level);
+  if (!amx.ok()) return fail(cmd, amx.status());
   ThreadPool pool(*threads);
-  cpu::CpuOps ops(&pool, *level);
+  cpu::CpuOps ops(&pool, *level, *amx);
   auto model = model::Model::load(a.model, ops);
   if (!model.ok()) return fail(cmd, model.status());
   const model::Ds4Shape& s = (*model)->shape();

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "base/cpu_features.h"
 #include "base/flags.h"
 #include "base/thread_pool.h"
 
@@ -26,6 +27,13 @@ Result<SimdLevel> simd_level_from_flags() {
   if (static_cast<int>(want) > static_cast<int>(detected))
     return unsupported(std::string("--simd ") + v + ": this CPU supports at most " + simd_level_name(detected));
   return want;
+}
+
+Result<bool> amx_from_flags(SimdLevel level) {
+  const std::string v = flag_value("amx");
+  if (v == "off") return false;
+  if (v != "auto") return invalid_argument("--amx: expected auto or off, got '" + v + "'");
+  return level == SimdLevel::kAvx512 && amx_int8_usable();
 }
 
 }  // namespace dsv4::app

@@ -10,5 +10,7 @@ namespace dsv4::app {
 Result<int> threads_from_flags();
 // --simd / DSV4_SIMD: auto = detected; asking for more than the CPU has is an error.
 Result<SimdLevel> simd_level_from_flags();
+// --amx resolved for the given SIMD level: true when "auto", the level is AVX-512 and the CPU/OS allow AMX.
+Result<bool> amx_from_flags(SimdLevel level);
 
 }  // namespace dsv4::app

@@ -29,6 +29,7 @@ Result<std::unique_ptr<Engine>> load_engine(const EngineLoadArgs& a, const char*
   }
   DSV4_ASSIGN_OR_RETURN(o.threads, threads_from_flags());
   DSV4_ASSIGN_OR_RETURN(o.simd, simd_level_from_flags());
+  DSV4_ASSIGN_OR_RETURN(o.amx, amx_from_flags(o.simd));
   o.timing = a.timing;
   o.prefill_chunk = a.prefill_chunk;
   o.checkpoint_interval = a.checkpoint_interval;

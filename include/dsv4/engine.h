@@ -42,6 +42,7 @@ struct EngineOptions {
                                     // 0 = min(the model's training context, kDefaultCtx)
   int threads = 0;                  // 0 = all CPUs
   SimdLevel simd = SimdLevel::kScalar;  // the app passes the resolved --simd level
+  bool amx = false;                 // AMX tiles for matrix x matrix (the resolved --amx; needs simd avx512)
   bool timing = false;              // per-phase times in GenerationStats
   int64_t prefill_chunk = 512;      // tokens per prefill forward (speed only; bits never change)
   int64_t checkpoint_interval = 2048;

@@ -1,6 +1,12 @@
 // base/cpu_features.cpp — uses GCC/clang's __builtin_cpu_supports (cpuid + OS xsave checks).
 #include "base/cpu_features.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace dsv4 {
 
 const char* simd_level_name(SimdLevel level) {
@@ -25,6 +31,27 @@ SimdLevel detected_simd_level() {
   return level;
 #else
   return SimdLevel::kScalar;
+#endif
+}
+
+bool amx_int8_usable() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool usable = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+    const bool tile = (d >> 24) & 1, int8 = (d >> 25) & 1;  // CPUID.(7,0):EDX AMX-TILE, AMX-INT8
+    if (!tile || !int8) return false;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0 || ((c >> 27) & 1) == 0) return false;  // OSXSAVE
+    unsigned xcr0_lo = 0, xcr0_hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    if (((xcr0_lo >> 17) & 3) != 3) return false;  // XTILECFG and XTILEDATA enabled by the OS
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return usable;
+#else
+  return false;
 #endif
 }
 

@@ -28,7 +28,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->pool = std::make_unique<ThreadPool>(options.threads);
-  impl->ops = std::make_unique<cpu::CpuOps>(impl->pool.get(), options.simd);
+  impl->ops = std::make_unique<cpu::CpuOps>(impl->pool.get(), options.simd, options.amx);
   DSV4_ASSIGN_OR_RETURN(impl->model, model::Model::load(options.model_path, *impl->ops));
   auto tok = tokenizer::Tokenizer::from_gguf(impl->model->file());
   if (!tok.ok()) return tok.status().with_context(options.model_path);

@@ -47,6 +47,7 @@ struct MatmulResult {
   SimdLevel level;
   int64_t rows, n, cols;
   double gflops;  // 2·rows·n·cols per second
+  bool amx = false;  // ran on AMX tiles (CpuContext::use_amx and the type has an AMX kernel)
 };
 
 MachineLimits measure_machine(CpuContext& ctx, const BenchOptions& opt);

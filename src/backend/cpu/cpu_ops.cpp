@@ -10,6 +10,7 @@
 
 #include "backend/cpu/accumulate.h"
 #include "backend/cpu/det_math.h"
+#include "base/cpu_features.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -23,9 +24,10 @@ float sum32(const float* x, int64_t n) {
 
 }  // namespace
 
-CpuOps::CpuOps(ThreadPool* pool, SimdLevel level) {
+CpuOps::CpuOps(ThreadPool* pool, SimdLevel level, bool amx) {
   ctx_.pool = pool;
   ctx_.max_level = level;
+  ctx_.use_amx = amx && level == SimdLevel::kAvx512 && amx_int8_usable();
   dot_f32_ = select_vec_dot(*type_kernels(TensorType::kF32), level);
   fma_axpy_ = select_fma_axpy(level);
 }

@@ -13,7 +13,9 @@ namespace dsv4::cpu {
 
 class CpuOps final : public backend::Ops {
  public:
-  CpuOps(ThreadPool* pool, SimdLevel level);
+  // amx: use AMX tiles for matrix x matrix where a type has them (ignored unless level is AVX-512 and
+  // base/cpu_features.h amx_int8_usable()).
+  CpuOps(ThreadPool* pool, SimdLevel level, bool amx = false);
 
   Status matmul(const backend::Weight& w, const float* x, int64_t n_tokens, float* y) override;
   Status matmul_expert(const backend::Weight& w, int64_t e, const float* x, int64_t n_tokens, float* y) override;

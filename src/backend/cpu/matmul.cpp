@@ -54,6 +54,7 @@ struct RowKernel {
   void (*prepare)(const void* act, int64_t n, void* out);
   int64_t prep_bytes;
   VecDotTileFn tile = nullptr;  // non-null (cols > 1): rows x columns per call
+  const AmxKernels* amx = nullptr;  // non-null: AMX tiles over packed column groups instead of all the above
 };
 
 RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t n, int64_t cols) {
@@ -66,7 +67,18 @@ RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t n, int
     rk.prep_bytes = (k.prepared_act_bytes(n) + 63) / 64 * 64;
   }
   if (cols > 1 && (rk.prepare != nullptr || k.prepare_act[level] == nullptr)) rk.tile = k.vec_dot_tile[level];
+  if (ctx.use_amx && ctx.max_level == SimdLevel::kAvx512 && k.amx.matmul != nullptr && cols >= kAmxMinCols)
+    rk.amx = &k.amx;
   return rk;
+}
+
+int64_t amx_groups(int64_t cols) { return (cols + kAmxGroupCols - 1) / kAmxGroupCols; }
+
+// Column group g of `cols` activation rows (a_row_bytes each) packed into out + g * group_bytes(n).
+void pack_amx_group(const AmxKernels& amx, int64_t n, const uint8_t* act, int64_t a_row_bytes, int64_t cols, int64_t g,
+                    uint8_t* out) {
+  const int nc = static_cast<int>(std::min<int64_t>(kAmxGroupCols, cols - g * kAmxGroupCols));
+  amx.pack_group(act + g * kAmxGroupCols * a_row_bytes, a_row_bytes, n, nc, out + g * amx.group_bytes(n));
 }
 
 // A 64-byte aligned region of `bytes` in `buf` (resized).
@@ -121,6 +133,17 @@ Status matmul_quantized(CpuContext& ctx, const TypeKernels& k, const void* w, in
   const int64_t w_row_bytes = tensor_row_bytes(k.type, n);
   int64_t a_row_bytes = act_row_bytes(k.act, n);
   const uint8_t* wb = static_cast<const uint8_t*>(w);
+  if (rk.amx != nullptr) {
+    const AmxKernels& amx = *rk.amx;
+    uint8_t* packed = aligned_scratch(ctx.prep_scratch, amx.group_bytes(n) * amx_groups(cols));
+    ctx.pool->parallel_for(amx_groups(cols), [&](int64_t g0, int64_t g1, int) {
+      for (int64_t g = g0; g < g1; ++g) pack_amx_group(amx, n, act, a_row_bytes, cols, g, packed);
+    });
+    ctx.pool->parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
+      amx.matmul(n, wb + r0 * w_row_bytes, w_row_bytes, r1 - r0, packed, cols, y + r0, rows);
+    });
+    return ok_status();
+  }
   if (rk.prepare != nullptr) {
     uint8_t* prep = aligned_scratch(ctx.prep_scratch, rk.prep_bytes * cols);
     auto work = [&](int64_t c0, int64_t c1, int) {
@@ -148,6 +171,8 @@ Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs) {
     bool quantize;  // owns its activation (false: shares an earlier job's, or F32 reads x directly)
     int64_t prep_offset = -1;  // rk.prepare: its prepared columns in prep_scratch
     bool prepare = false;      // owns them (false: shares an earlier job's)
+    int64_t amx_offset = -1;   // rk.amx: its packed column groups in prep_scratch
+    bool amx_pack = false;     // owns them
   };
   std::vector<Prepared> prep(jobs.size());
   int64_t act_bytes = 0, total_rows = 0, total_cols = 0;
@@ -211,7 +236,37 @@ Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs) {
     prep_bytes += p.rk.prep_bytes * jobs[j].cols;
     prep_cols += jobs[j].cols;
   }
-  uint8_t* prepared = prep_cols > 0 ? aligned_scratch(ctx.prep_scratch, prep_bytes) : nullptr;
+  // AMX column groups (quant.h AmxKernels), after the prepared columns, shared like them.
+  int64_t amx_bytes = 0, amx_tasks = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    Prepared& p = prep[j];
+    if (p.rk.amx == nullptr) continue;
+    for (size_t i = 0; i < j && p.amx_offset < 0; ++i)
+      if (prep[i].rk.amx == p.rk.amx && prep[i].act_offset == p.act_offset && jobs[i].n == jobs[j].n &&
+          jobs[i].cols == jobs[j].cols)
+        p.amx_offset = prep[i].amx_offset;
+    if (p.amx_offset >= 0) continue;
+    p.amx_offset = prep_bytes + amx_bytes;
+    p.amx_pack = true;
+    amx_bytes += p.rk.amx->group_bytes(jobs[j].n) * amx_groups(jobs[j].cols);
+    amx_tasks += amx_groups(jobs[j].cols);
+  }
+  uint8_t* prepared =
+      prep_cols > 0 || amx_tasks > 0 ? aligned_scratch(ctx.prep_scratch, prep_bytes + amx_bytes) : nullptr;
+  if (amx_tasks > 0) {
+    ctx.pool->parallel_for(amx_tasks, [&](int64_t t0, int64_t t1, int) {
+      int64_t base = 0;
+      for (size_t j = 0; j < jobs.size() && t0 < t1; ++j) {
+        const Prepared& p = prep[j];
+        if (!p.amx_pack) continue;
+        const int64_t groups = amx_groups(jobs[j].cols);
+        for (int64_t g = std::max<int64_t>(t0, base) - base; g < std::min(t1 - base, groups); ++g)
+          pack_amx_group(*p.rk.amx, jobs[j].n, act + p.act_offset, p.a_row_bytes, jobs[j].cols, g,
+                         prepared + p.amx_offset);
+        base += groups;
+      }
+    });
+  }
   auto prepare = [&](int64_t c0, int64_t c1, int) {
     int64_t base = 0;
     for (size_t j = 0; j < jobs.size() && c0 < c1; ++j) {
@@ -233,6 +288,11 @@ Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs) {
       const MatmulJob& job = jobs[j];
       const int64_t b = std::max(r0, p.row_begin) - p.row_begin, e = std::min(r1, p.row_begin + job.rows) - p.row_begin;
       if (b >= e) continue;
+      if (p.rk.amx != nullptr) {
+        p.rk.amx->matmul(job.n, static_cast<const uint8_t*>(job.w) + b * p.w_row_bytes, p.w_row_bytes, e - b,
+                         prepared + p.amx_offset, job.cols, job.y + b, p.y_stride);
+        continue;
+      }
       const uint8_t* a = p.k->act == ActFormat::kF32 ? reinterpret_cast<const uint8_t*>(job.x)
                          : p.rk.prepare != nullptr  ? prepared + p.prep_offset
                                                     : act + p.act_offset;

@@ -23,6 +23,7 @@ namespace dsv4::cpu {
 struct CpuContext {
   ThreadPool* pool = nullptr;                   // required
   SimdLevel max_level = detected_simd_level();  // kernels above this level are not used
+  bool use_amx = false;  // AMX tile kernels for matrix x matrix (set only when amx_int8_usable())
   std::vector<uint8_t> act_scratch;             // reused quantized-activation buffer
   std::vector<uint8_t> prep_scratch;            // reused prepared-activation buffer (quant.h prepare_act)
 };

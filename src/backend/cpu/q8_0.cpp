@@ -62,6 +62,7 @@ const TypeKernels kQ8_0Kernels[] = {{
     .vec_dot_rows = {nullptr, nullptr, vec_dot_rows_q8_0_avx512},
     .rows_for_matvec = false,
     .vec_dot_tile = {nullptr, nullptr, vec_dot_tile_q8_0_avx512},
+    .amx = {q8_0_amx_group_bytes, q8_0_amx_pack_group, q8_0_amx_matmul},
 }};
 
 }  // namespace

@@ -22,4 +22,10 @@ void vec_dot_rows_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const 
 void vec_dot_tile_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
                               int nc, float* out, int64_t out_stride);
 
+// AMX tile form (quant.h AmxKernels), q8_0_amx.cpp.
+int64_t q8_0_amx_group_bytes(int64_t n);
+void q8_0_amx_pack_group(const uint8_t* act, int64_t act_stride, int64_t n, int nc, uint8_t* out);
+void q8_0_amx_matmul(int64_t n, const void* w, int64_t w_stride, int64_t rows, const uint8_t* packed, int64_t cols,
+                     float* y, int64_t y_stride);
+
 }  // namespace dsv4::cpu

@@ -67,6 +67,21 @@ using VecDotTileFn = void (*)(int64_t n, const void* w, int64_t w_stride, const 
                               int nr, int nc, float* out, int64_t out_stride);
 constexpr int kMaxTileCols = 8;
 
+// Optional matrix x matrix on AMX int8 tiles (CpuContext::use_amx, set only where
+// base/cpu_features.h amx_int8_usable()): out[c * y_stride + r] equals vec_dot of row r and column c
+// bit for bit. Activation columns are packed in groups of kAmxGroupCols (group_bytes(n) each, 64-byte
+// aligned; the last group zero-padded) by pack_group; matmul does `rows` weight rows against every group.
+constexpr int kAmxGroupCols = 16;
+// Fewer columns stay on the vector tile kernels: a 16-column tile costs the same with 1 or 16 columns
+// (measured on Sapphire Rapids: AMX 3-4x the AVX-512 tile kernel at 16 columns).
+constexpr int64_t kAmxMinCols = 8;
+struct AmxKernels {
+  int64_t (*group_bytes)(int64_t n) = nullptr;
+  void (*pack_group)(const uint8_t* act, int64_t act_stride, int64_t n, int nc, uint8_t* out) = nullptr;
+  void (*matmul)(int64_t n, const void* w, int64_t w_stride, int64_t rows, const uint8_t* packed, int64_t cols,
+                 float* y, int64_t y_stride) = nullptr;
+};
+
 struct TypeKernels {
   TensorType type = TensorType::kF32;
   ActFormat act = ActFormat::kF32;
@@ -92,6 +107,7 @@ struct TypeKernels {
   // Optional, per SimdLevel: the tile form (on prepared activations when prepare_act is set), used by
   // matmul when cols > 1.
   VecDotTileFn vec_dot_tile[3] = {nullptr, nullptr, nullptr};
+  AmxKernels amx = {};  // optional (AVX-512 level only)
 };
 
 // nullptr for types without kernels (sizes-only types such as Q4_0, and I32 which has no dot).

@@ -70,6 +70,7 @@ inline std::unique_ptr<Engine> load_tiny_engine(int64_t ctx = 1024, int threads 
   o.ctx = ctx;
   o.threads = threads;
   o.simd = detected_simd_level();
+  o.amx = true;  // used where the CPU has it, as dsv4 serve does by default
   o.checkpoint_interval = interval;
   o.prefill_chunk = chunk;
   auto e = Engine::load(o);

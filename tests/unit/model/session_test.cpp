@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -30,7 +32,7 @@ class SessionTest : public ::testing::Test {
   }
   void SetUp() override {
     pool_ = std::make_unique<ThreadPool>(2);
-    ops_ = std::make_unique<cpu::CpuOps>(pool_.get(), detected_simd_level());
+    ops_ = std::make_unique<cpu::CpuOps>(pool_.get(), detected_simd_level(), /*amx=*/true);
     auto m = Model::load(*path_, *ops_);
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     model_ = std::move(*m);
@@ -178,6 +180,38 @@ TEST_F(SessionTest, RewindRejectsForeignCheckpoints) {
   SessionCheckpoint wrong = s.checkpoint();
   wrong.layers.pop_back();
   EXPECT_FALSE(s.rewind(wrong).ok());
+}
+
+// A Q8_0 model: prefill chunks of 70 and 16 tokens run their Q8_0 matrices on AMX tiles (where the CPU
+// has them), chunks of 7 on the vector tile kernels, 1 on matrix x vector; every path gives the
+// bits of token-by-token decode without AMX.
+TEST(SessionQ8_0, AmxPrefillEqualsVectorPaths) {
+  const std::string path = ::testing::TempDir() + "/session_q8_" + std::to_string(getpid()) + ".gguf";
+  ThreadPool pool(2);
+  ASSERT_TRUE(tools::write_synth(tools::plan_synth(*tools::synth_preset("tiny"), QuantMix::kQ8_0), 9, path, pool).ok());
+  cpu::CpuOps vector_ops(&pool, detected_simd_level(), /*amx=*/false), amx_ops(&pool, detected_simd_level(), /*amx=*/true);
+  auto plain = Model::load(path, vector_ops);
+  auto tiled = Model::load(path, amx_ops);
+  std::remove(path.c_str());
+  ASSERT_TRUE(plain.ok() && tiled.ok());
+  const int64_t V = (*plain)->shape().n_vocab;
+  std::mt19937 rng(5);
+  std::vector<int32_t> t(70);
+  for (auto& v : t) v = static_cast<int32_t>(rng() % static_cast<uint32_t>(V));
+  auto run = [&](Model& m, cpu::CpuOps& ops, size_t chunk) {
+    Session s(m, ops, 256);
+    std::vector<float> out(t.size() * static_cast<size_t>(V));
+    for (size_t i = 0; i < t.size(); i += chunk) {
+      const size_t n = std::min(t.size() - i, chunk);
+      EXPECT_TRUE(s.forward(std::span<const int32_t>(t.data() + i, n), out.data() + i * static_cast<size_t>(V), true).ok());
+    }
+    return out;
+  };
+  const std::vector<float> ref = run(**plain, vector_ops, 1);
+  for (size_t chunk : {size_t{70}, size_t{16}, size_t{7}}) {
+    EXPECT_EQ(std::memcmp(run(**tiled, amx_ops, chunk).data(), ref.data(), ref.size() * sizeof(float)), 0) << chunk;
+    EXPECT_EQ(std::memcmp(run(**plain, vector_ops, chunk).data(), ref.data(), ref.size() * sizeof(float)), 0) << chunk;
+  }
 }
 
 }  // namespace
