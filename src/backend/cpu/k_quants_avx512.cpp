@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "backend/cpu/k_quants.h"
+#include "backend/cpu/q2_k_avx512.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/simd_reduce.h"
 #include "backend/cpu/stream_prefetch.h"
@@ -77,51 +78,16 @@ inline __m512i bcast16(int k0, int k1, int k2, int k3) {
       _mm256_set_m128i(_mm_set1_epi16(c(k3)), _mm_set1_epi16(c(k2))), 1);
 }
 
-// Q2_K table for vpshufb: 128-bit lane i, entry e holds q·sc[4p + i] with (p, q) = (e / 4, e % 4) in
-// lanes 0-1 (even planes: index q | 4p) and (e % 4, e / 4) in lanes 2-3 (odd planes, masked in place
-// as 4q: index 4q | p). idx gives the sc byte 4p + i (vpshufb of the broadcast sc); kQ2Odd / kQ2Ge2: bytes with q odd / q ≥ 2.
-struct Q2Tables {
-  alignas(64) uint8_t idx[64];
-  uint64_t odd = 0, ge2 = 0;
-  constexpr Q2Tables() : idx{} {
-    for (int i = 0; i < 4; ++i)
-      for (int e = 0; e < 16; ++e) {
-        const int pp = i < 2 ? e / 4 : e % 4, q = i < 2 ? e % 4 : e / 4;
-        idx[16 * i + e] = static_cast<uint8_t>(4 * pp + i);
-        if (q & 1) odd |= uint64_t{1} << (16 * i + e);
-        if (q >= 2) ge2 |= uint64_t{1} << (16 * i + e);
-      }
-  }
-};
-constexpr Q2Tables kQ2Tables;
-
-// Q2_K: per 64 elements (p = 0..3: qs half h = p / 2, planes 2·(p % 2) in 128-bit lanes 0-1 and
-// 2·(p % 2) + 1 in lanes 2-3; lane i = sub-block 4p + i), the index (q | 4p, resp. 4q | p) comes from
-// one vpternlog on the (for odd p: 4-bit shifted) quants, vpshufb looks up q·sc (≤ 45) and vpdpbusd
-// adds q·sc·x in groups of 4 into int32 lanes: Σ lanes = isum_sc exactly.
+// Q2_K: isum_sc by vpdpbusd of the scaled quants (q2_k_avx512.h) with the activation, two chains;
+// isum_m by vpmaddwd of the mins and bsums.
 inline __m512i q2_k_super_block(const uint8_t* w, const uint8_t* a) {
+  __m512i qs[4];
+  q2_k_scaled_quants(w, qs);
   const __m128i scb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
-  const __m128i m4 = _mm_set1_epi8(0x0f);
-  const __m512i scz = _mm512_broadcast_i32x4(scb);  // a broadcast load
-  const __m512i s = _mm512_shuffle_epi8(_mm512_and_si512(scz, _mm512_set1_epi8(0x0f)), _mm512_load_si512(kQ2Tables.idx));
-  const __m512i s2 = _mm512_maskz_add_epi8(kQ2Tables.ge2, s, s);
-  const __m512i tbl = _mm512_mask_add_epi8(s2, kQ2Tables.odd, s2, s);
-  const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(scb, 4), m4));
-  const __m512i mask = _mm512_inserti64x4(_mm512_set1_epi8(0x03), _mm256_set1_epi8(0x0c), 1);
+  const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(scb, 4), _mm_set1_epi8(0x0f)));
   const uint8_t* aq = a + 4;
   __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains (latency)
-  for (int h = 0; h < 2; ++h) {
-    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * h)));
-    const __m512i qh4 = _mm512_srli_epi16(qh, 4);
-    for (int t = 0; t < 2; ++t) {
-      const int p = 2 * h + t;
-      const __m512i orc = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(4 * p)),
-                                             _mm256_set1_epi8(static_cast<char>(p)), 1);
-      const __m512i idx = _mm512_ternarylogic_epi32(t == 0 ? qh : qh4, mask, orc, 0xea);  // (a & b) | c
-      const __m512i qs = _mm512_shuffle_epi8(tbl, idx);
-      acc[t] = _mm512_dpbusd_epi32(acc[t], qs, _mm512_loadu_si512(aq + 64 * p));
-    }
-  }
+  for (int p = 0; p < 4; ++p) acc[p & 1] = _mm512_dpbusd_epi32(acc[p & 1], qs[p], _mm512_loadu_si512(aq + 64 * p));
   const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 260));
   return pack(_mm512_add_epi32(acc[0], acc[1]), _mm256_madd_epi16(mn16, bs));
 }

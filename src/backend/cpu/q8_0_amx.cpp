@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/q8_0.h"
 #include "backend/cpu/quant.h"
 
@@ -32,21 +33,10 @@ constexpr int64_t kWBytes = sizeof(BlockQ8_0);
 constexpr int64_t kBTileBytes = 8 * 64;  // 32 k / 4 rows × 16 columns × 4 bytes
 constexpr int64_t kDxBytes = kGroupCols * sizeof(float);
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 // tmm0-3: C (rows × 16 int32), tmm4-5: A (rows × 32 int8), tmm6-7: B (8 × 64 int8).
 void configure_tiles(int rows) {
-  TileConfig cfg;
-  for (int i = 0; i < 4; ++i) cfg.rows[i] = static_cast<uint8_t>(rows), cfg.colsb[i] = 64;
-  for (int i = 4; i < 6; ++i) cfg.rows[i] = static_cast<uint8_t>(rows), cfg.colsb[i] = 32;
-  for (int i = 6; i < 8; ++i) cfg.rows[i] = 8, cfg.colsb[i] = 64;
-  _tile_loadconfig(&cfg);
+  const auto r = static_cast<uint8_t>(rows);
+  load_tile_config({r, r, r, r, r, r, 8, 8}, {64, 64, 64, 64, 32, 32, 64, 64});
 }
 
 // Block dots of one block into c (rows × 16 int32, 64-byte rows): C = tmm S, A = tmm 4 + S % 2,
