@@ -243,8 +243,7 @@ std::vector<MatmulResult> bench_matmul(CpuContext& ctx, const BenchOptions& opt)
         (void)matmul(ctx, k->type, w.p, rows, n, x.data(), cols, y.data());  // includes act quantization
         return 2.0 * static_cast<double>(rows * n * cols) / 1e9;
       });
-      const bool amx = ctx.use_amx && ctx.max_level == SimdLevel::kAvx512 && k->amx.matmul != nullptr && cols >= kAmxMinCols;
-      out.push_back({k->type, effective_simd_level(*k, ctx.max_level), rows, n, cols, gflops, amx});
+      out.push_back({k->type, effective_simd_level(*k, ctx.max_level), rows, n, cols, gflops, uses_amx(ctx, *k, cols)});
     }
   }
   return out;

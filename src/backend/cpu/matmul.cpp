@@ -43,6 +43,12 @@ void quantize_activations(CpuContext& ctx, const TypeKernels& k, const float* x,
   }
 }
 
+bool uses_amx(const CpuContext& ctx, const TypeKernels& k, int64_t cols) {
+  // amx_int8_usable() also holds the OS permission: without it the first tile instruction faults.
+  return ctx.use_amx && ctx.max_level == SimdLevel::kAvx512 && k.amx.matmul != nullptr && cols >= kAmxMinCols &&
+         amx_int8_usable();
+}
+
 namespace {
 
 // Rows [r0, r1) of one product against every column: rows in tiles of kRowTile, columns in chunks
@@ -67,8 +73,7 @@ RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t n, int
     rk.prep_bytes = (k.prepared_act_bytes(n) + 63) / 64 * 64;
   }
   if (cols > 1 && (rk.prepare != nullptr || k.prepare_act[level] == nullptr)) rk.tile = k.vec_dot_tile[level];
-  if (ctx.use_amx && ctx.max_level == SimdLevel::kAvx512 && k.amx.matmul != nullptr && cols >= kAmxMinCols)
-    rk.amx = &k.amx;
+  if (uses_amx(ctx, k, cols)) rk.amx = &k.amx;
   return rk;
 }
 

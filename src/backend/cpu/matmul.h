@@ -28,6 +28,10 @@ struct CpuContext {
   std::vector<uint8_t> prep_scratch;            // reused prepared-activation buffer (quant.h prepare_act)
 };
 
+// Whether matmul runs `cols` columns of type k on AMX tiles (ctx.use_amx, AVX-512, a type with an AMX
+// kernel, at least kAmxMinCols columns, and the CPU/OS allow it).
+bool uses_amx(const CpuContext& ctx, const TypeKernels& k, int64_t cols);
+
 // Errors: a type without kernels, n not a multiple of its block size, negative sizes.
 Status matmul(CpuContext& ctx, TensorType type, const void* w, int64_t rows, int64_t n, const float* x, int64_t cols,
               float* y);
