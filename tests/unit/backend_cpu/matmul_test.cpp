@@ -237,8 +237,9 @@ TEST(Matmul, TileKernelsMatchScalar) {
   int tested = 0;
   for (const TypeKernels* k : all_type_kernels()) {
     if (k->vec_dot_tile[0] == nullptr && k->vec_dot_tile[1] == nullptr && k->vec_dot_tile[2] == nullptr) continue;
+    // 6, 8, 24 super-blocks: short chunks; 21 and 117: float rows with a masked tail of 5 and 21.
     for (const int64_t n : {int64_t{32 * 37}, int64_t{32 * 50}, int64_t{256 * 17}, int64_t{256 * 18}, int64_t{256 * 6},
-                            int64_t{256 * 8}, int64_t{256 * 24}}) {  // 6, 8, 24 super-blocks: short chunks
+                            int64_t{256 * 8}, int64_t{256 * 24}, int64_t{21}, int64_t{117}}) {
       if (tensor_row_bytes(k->type, n) < 0 || act_row_bytes(k->act, n) < 0) continue;
       if (k->act == ActFormat::kQ8_K && n % 256 != 0) continue;
       const RandomProblem p(*k, n, 6, 11, rng);
