@@ -29,7 +29,12 @@ CpuOps::CpuOps(ThreadPool* pool, SimdLevel level, bool amx) {
   ctx_.max_level = level;
   ctx_.use_amx = amx && level == SimdLevel::kAvx512 && amx_int8_usable();
   dot_f32_ = select_vec_dot(*type_kernels(TensorType::kF32), level);
+  {
+    const TypeKernels& f32 = *type_kernels(TensorType::kF32);
+    tile_f32_ = f32.vec_dot_tile[static_cast<int>(effective_simd_level(f32, level))];
+  }
   fma_axpy_ = select_fma_axpy(level);
+  weighted_rows_ = level == SimdLevel::kAvx512 ? weighted_rows_avx512 : nullptr;
 }
 
 Status CpuOps::matmul(const backend::Weight& w, const float* x, int64_t n_tokens, float* y) {
@@ -262,31 +267,66 @@ void CpuOps::indexer_select(const float* qI, const float* g, int64_t n, int64_t 
 
 void CpuOps::attention(const float* q, int64_t n, int64_t H, int64_t d, const float* raw, const float* comp,
                        const backend::KeySets& sets, const float* sinks, float scale, float* o) {
-  ctx_.pool->parallel_for(n * H, [&](int64_t b, int64_t e, int) {
+  // Per query token t (all H heads share its keys): scores p[h][j] = dot(q_h, key_j) · scale, then per
+  // head the softmax with its sink and o_h = Σ_j p[h][j] · key_j / den. Each score is the F32 vec_dot
+  // (dot_f32_ or the tile form, the same bits) and each o_h element the same fma sequence over j as one
+  // fma_axpy per key (vec_ops.h weighted_rows): only key and query loads are shared between heads.
+  ctx_.pool->parallel_for(n, [&](int64_t b, int64_t e, int) {
     std::vector<float> p;
     std::vector<const float*> keys;
-    for (int64_t item = b; item < e; ++item) {
-      const int64_t t = item / H, h = item % H;
+    for (int64_t t = b; t < e; ++t) {
       keys.clear();
       for (int64_t r = sets.raw_begin[static_cast<size_t>(t)]; r < sets.raw_end[static_cast<size_t>(t)]; ++r)
         keys.push_back(raw + r * d);
       for (int64_t i = sets.comp_offset[static_cast<size_t>(t)]; i < sets.comp_offset[static_cast<size_t>(t) + 1]; ++i)
         keys.push_back(comp + sets.comp_index[static_cast<size_t>(i)] * d);
-      const float* qh = q + (t * H + h) * d;
-      p.resize(keys.size());
-      float mx = sinks[h];
-      for (size_t j = 0; j < keys.size(); ++j) {
-        p[j] = dot_f32_(d, qh, keys[j]) * scale;
-        mx = std::max(mx, p[j]);
+      const int64_t nk = static_cast<int64_t>(keys.size());
+      const float* qt = q + t * H * d;
+      p.resize(static_cast<size_t>(H * nk));
+      score_keys(qt, H, d, keys, p.data());
+      float* ot = o + t * H * d;
+      std::fill(ot, ot + H * d, 0.0f);
+      std::vector<float> den(static_cast<size_t>(H));
+      for (int64_t h = 0; h < H; ++h) {
+        float* ph = p.data() + h * nk;
+        float mx = sinks[h];
+        for (int64_t j = 0; j < nk; ++j) {
+          ph[j] = ph[j] * scale;
+          mx = std::max(mx, ph[j]);
+        }
+        for (int64_t j = 0; j < nk; ++j) ph[j] = det::exp(ph[j] - mx);
+        den[static_cast<size_t>(h)] = det::exp(sinks[h] - mx) + sum32(ph, nk);
       }
-      for (auto& v : p) v = det::exp(v - mx);
-      const float den = det::exp(sinks[h] - mx) + sum32(p.data(), static_cast<int64_t>(p.size()));
-      float* oh = o + (t * H + h) * d;
-      std::fill(oh, oh + d, 0.0f);
-      for (size_t j = 0; j < keys.size(); ++j) fma_axpy_(oh, keys[j], p[j], d);
-      for (int64_t c = 0; c < d; ++c) oh[c] = oh[c] / den;
+      if (weighted_rows_ != nullptr) {
+        weighted_rows_(ot, d, H, keys.data(), nk, p.data(), d);
+      } else {
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t j = 0; j < nk; ++j) fma_axpy_(ot + h * d, keys[static_cast<size_t>(j)], p[static_cast<size_t>(h * nk + j)], d);
+      }
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t c = 0; c < d; ++c) ot[h * d + c] = ot[h * d + c] / den[static_cast<size_t>(h)];
     }
   });
+}
+
+// p[h * nk + j] = dot(q_h, key_j) for the H query rows at q (d floats each): the F32 tile kernel over
+// runs of consecutive key rows (4 keys × 8 heads per call) where it exists, else dot_f32_.
+void CpuOps::score_keys(const float* q, int64_t H, int64_t d, const std::vector<const float*>& keys, float* p) const {
+  const int64_t nk = static_cast<int64_t>(keys.size());
+  const int64_t row_bytes = d * static_cast<int64_t>(sizeof(float));
+  if (tile_f32_ == nullptr) {
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < nk; ++j) p[h * nk + j] = dot_f32_(d, q + h * d, keys[static_cast<size_t>(j)]);
+    return;
+  }
+  for (int64_t j = 0; j < nk;) {
+    int64_t run = 1;  // keys j .. j + run − 1 are consecutive rows (at most 4)
+    while (run < 4 && j + run < nk && keys[static_cast<size_t>(j + run)] == keys[static_cast<size_t>(j)] + run * d) ++run;
+    for (int64_t h = 0; h < H; h += kMaxTileCols)
+      tile_f32_(d, keys[static_cast<size_t>(j)], row_bytes, q + h * d, row_bytes, static_cast<int>(run),
+                static_cast<int>(std::min<int64_t>(kMaxTileCols, H - h)), p + h * nk + j, nk);
+    j += run;
+  }
 }
 
 void CpuOps::route(const float* logits, int64_t n, int64_t n_expert, int64_t k, const float* bias,

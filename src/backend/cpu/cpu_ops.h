@@ -45,10 +45,14 @@ class CpuOps final : public backend::Ops {
   void axpy(float* y, const float* x, int64_t n, float a) override;
 
  private:
+  void score_keys(const float* q, int64_t H, int64_t d, const std::vector<const float*>& keys, float* p) const;
+
   CpuContext ctx_;
   std::vector<MatmulJob> batch_;  // matmul_batch's jobs in matmul.h form (reused)
   VecDotFn dot_f32_;   // the F32 vec_dot: the 32-partial fma dot used by every reduction here
+  VecDotTileFn tile_f32_ = nullptr;  // its tile form (same bits per element), where the level has one
   FmaAxpyFn fma_axpy_;  // y = fma(a, x, y) elementwise (vec_ops.h)
+  WeightedRowsFn weighted_rows_ = nullptr;  // vec_ops.h, where the level has it (else fma_axpy_ loops)
 };
 
 }  // namespace dsv4::cpu

@@ -22,4 +22,14 @@ inline FmaAxpyFn select_fma_axpy(SimdLevel level) {
   return level == SimdLevel::kAvx512 ? fma_axpy_avx512 : level == SimdLevel::kAvx2 ? fma_axpy_avx2 : fma_axpy_scalar;
 }
 
+// Weighted sum of rows into several outputs: for h < H, for every c < d, for j = 0, 1, .., nk − 1:
+//   y[h·y_stride + c] = fma(w[h·nk + j], rows[j][c], y[h·y_stride + c])
+// i.e. exactly fma_axpy(y_h, rows[j], w[h][j], d) for j in order, for every h (attention's value sum,
+// all heads of a query sharing its keys). The AVX-512 form keeps 4 heads × 64 columns in registers
+// while the rows stream past.
+using WeightedRowsFn = void (*)(float* y, int64_t y_stride, int64_t H, const float* const* rows, int64_t nk,
+                                const float* w, int64_t d);
+void weighted_rows_avx512(float* y, int64_t y_stride, int64_t H, const float* const* rows, int64_t nk, const float* w,
+                          int64_t d);
+
 }  // namespace dsv4::cpu
