@@ -35,6 +35,7 @@ CpuOps::CpuOps(ThreadPool* pool, SimdLevel level, bool amx) {
   }
   fma_axpy_ = select_fma_axpy(level);
   weighted_rows_ = level == SimdLevel::kAvx512 ? weighted_rows_avx512 : nullptr;
+  swiglu_clamp_ = select_swiglu_clamp(level);
 }
 
 Status CpuOps::matmul(const backend::Weight& w, const float* x, int64_t n_tokens, float* y) {
@@ -359,11 +360,7 @@ void CpuOps::route(const float* logits, int64_t n, int64_t n_expert, int64_t k, 
 }
 
 void CpuOps::swiglu_clamp(const float* g, const float* u, int64_t n, float limit, float* h) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = std::min(g[i], limit);
-    const float ui = std::min(std::max(u[i], -limit), limit);
-    h[i] = det::silu(gi) * ui;
-  }
+  swiglu_clamp_(g, u, n, limit, h);  // vec_ops.h
 }
 
 void CpuOps::axpy(float* y, const float* x, int64_t n, float a) {

@@ -53,6 +53,7 @@ class CpuOps final : public backend::Ops {
   VecDotTileFn tile_f32_ = nullptr;  // its tile form (same bits per element), where the level has one
   FmaAxpyFn fma_axpy_;  // y = fma(a, x, y) elementwise (vec_ops.h)
   WeightedRowsFn weighted_rows_ = nullptr;  // vec_ops.h, where the level has it (else fma_axpy_ loops)
+  SwigluClampFn swiglu_clamp_;  // vec_ops.h
 };
 
 }  // namespace dsv4::cpu

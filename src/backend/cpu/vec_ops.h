@@ -22,6 +22,16 @@ inline FmaAxpyFn select_fma_axpy(SimdLevel level) {
   return level == SimdLevel::kAvx512 ? fma_axpy_avx512 : level == SimdLevel::kAvx2 ? fma_axpy_avx2 : fma_axpy_scalar;
 }
 
+// h[i] = silu(min(g[i], limit)) · min(max(u[i], −limit), limit) with std::min / std::max semantics
+// (a NaN input passes through) and det_math.h's silu (its exp step for step, so every level gives the
+// scalar bits).
+using SwigluClampFn = void (*)(const float* g, const float* u, int64_t n, float limit, float* h);
+void swiglu_clamp_scalar(const float* g, const float* u, int64_t n, float limit, float* h);
+void swiglu_clamp_avx512(const float* g, const float* u, int64_t n, float limit, float* h);
+inline SwigluClampFn select_swiglu_clamp(SimdLevel level) {
+  return level == SimdLevel::kAvx512 ? swiglu_clamp_avx512 : swiglu_clamp_scalar;
+}
+
 // Weighted sum of rows into several outputs: for h < H, for every c < d, for j = 0, 1, .., nk − 1:
 //   y[h·y_stride + c] = fma(w[h·nk + j], rows[j][c], y[h·y_stride + c])
 // i.e. exactly fma_axpy(y_h, rows[j], w[h][j], d) for j in order, for every h (attention's value sum,
