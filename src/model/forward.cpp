@@ -151,7 +151,9 @@ Status Session::attention_block(int64_t il, const std::vector<int64_t>& pos, std
   std::vector<float> raw(static_cast<size_t>((R + n) * d));
   std::copy(ls.raw.begin(), ls.raw.begin() + R * d, raw.begin());
   float* kv = raw.data() + R * d;
-  std::vector<float> cq(static_cast<size_t>(n * s.q_lora_rank)), q(static_cast<size_t>(n * H * d));
+  std::vector<float> cq(static_cast<size_t>(n * s.q_lora_rank));
+  std::vector<float>& q = scratch_.q;  // fully written by the W_qb matmul below
+  q.resize(static_cast<size_t>(n * H * d));
   const backend::MatmulJob qa_kv[] = {{lw.q_a, x.data(), n, cq.data()}, {lw.kv, x.data(), n, kv}};
   DSV4_RETURN_IF_ERROR(ops_.matmul_batch(qa_kv));
   ops_.rms_norm(cq.data(), n, s.q_lora_rank, lw.q_a_norm.data(), eps, cq.data());
@@ -201,7 +203,8 @@ Status Session::attention_block(int64_t il, const std::vector<int64_t>& pos, std
     }
   }
 
-  std::vector<float> o(static_cast<size_t>(n * H * d));
+  std::vector<float>& o = scratch_.o;  // fully written by attention
+  o.resize(static_cast<size_t>(n * H * d));
   ops_.attention(q.data(), n, H, d, raw.data(), comp_rows, sets, lw.sinks.data(),
                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), o.data());
   ops_.rope_tail(o.data(), n * H, d, H, pos.data(), s.n_rot, freqs.data(), true);
@@ -271,8 +274,18 @@ Status Session::ffn_block(int64_t il, std::span<const int32_t> tokens, std::vect
     std::vector<int64_t> fill(first.begin(), first.end() - 1);
     for (int64_t i = 0; i < nk; ++i) slots[static_cast<size_t>(fill[static_cast<size_t>(ids[static_cast<size_t>(i)])]++)] = i;
   }
-  std::vector<float> xe(static_cast<size_t>(nk * D)), ge(static_cast<size_t>(nk * I)), ue(ge.size()), he(ge.size()),
-      ye(static_cast<size_t>(nk * D));
+  // Scratch (model.h): xe rows are written for experts with several pairs (and only those are read),
+  // ge/ue/ye by the matmuls, he by swiglu, y by the permutation below.
+  std::vector<float>& xe = scratch_.xe;
+  std::vector<float>& ge = scratch_.ge;
+  std::vector<float>& ue = scratch_.ue;
+  std::vector<float>& he = scratch_.he;
+  std::vector<float>& ye = scratch_.ye;
+  xe.resize(static_cast<size_t>(nk * D));
+  ge.resize(static_cast<size_t>(nk * I));
+  ue.resize(ge.size());
+  he.resize(ge.size());
+  ye.resize(static_cast<size_t>(nk * D));
   const bool shared = s.n_expert_shared > 0;
   std::vector<float> gs(shared ? static_cast<size_t>(n * I) : 0), us(gs.size()), hs(gs.size()),
       ys(shared ? static_cast<size_t>(n * D) : 0);
@@ -308,7 +321,9 @@ Status Session::ffn_block(int64_t il, std::span<const int32_t> tokens, std::vect
   }
   if (shared) jobs.push_back({lw.down_sh, hs.data(), n, ys.data()});
   DSV4_RETURN_IF_ERROR(ops_.matmul_batch(jobs));
-  std::vector<float> moe(static_cast<size_t>(n * D), 0.0f), Y(static_cast<size_t>(nk * D));
+  std::vector<float> moe(static_cast<size_t>(n * D), 0.0f);
+  std::vector<float>& Y = scratch_.y;
+  Y.resize(static_cast<size_t>(nk * D));
   for (int64_t j = 0; j < nk; ++j)
     std::memcpy(Y.data() + slots[static_cast<size_t>(j)] * D, ye.data() + j * D, static_cast<size_t>(D) * sizeof(float));
   for (int64_t t = 0; t < n; ++t)

@@ -129,6 +129,14 @@ class Session {
   std::vector<LayerState> layers_;
   bool timing_ = false;
   PhaseTimes times_;
+  // The largest per-chunk buffers, kept between calls so that every chunk does not allocate, fault in
+  // and zero them again (a 512-token chunk of the real Flash: attention's queries and outputs 64 MiB
+  // each, the routed experts' rows 25-50 MiB each). Scratch only: no state, each element written
+  // before it is read within a call.
+  struct Scratch {
+    std::vector<float> q, o;                 // attention: n × heads × head_dim
+    std::vector<float> xe, ge, ue, he, ye, y;  // MoE: (token, expert) pairs × width
+  } scratch_;
 };
 
 }  // namespace dsv4::model
