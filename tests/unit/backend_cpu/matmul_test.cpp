@@ -242,12 +242,12 @@ TEST(Matmul, TileKernelsMatchScalar) {
                             int64_t{256 * 8}, int64_t{256 * 24}, int64_t{21}, int64_t{117}}) {
       if (tensor_row_bytes(k->type, n) < 0 || act_row_bytes(k->act, n) < 0) continue;
       if (k->act == ActFormat::kQ8_K && n % 256 != 0) continue;
-      const RandomProblem p(*k, n, 6, 11, rng);
+      const RandomProblem p(*k, n, 6, 19, rng);
       for (int threads : {1, 2}) {
         ThreadPool pool(threads);
         CpuContext ctx;
         ctx.pool = &pool;
-        for (int64_t nc : {int64_t{2}, int64_t{9}, p.cols})
+        for (int64_t nc : {int64_t{2}, int64_t{9}, int64_t{16}, p.cols})
           p.expect_matmul_matches_scalar(ctx, nc, "threads=" + std::to_string(threads));
       }
       ++tested;
@@ -260,10 +260,10 @@ TEST(Matmul, PreparedActivationsMatchScalar) {
   std::mt19937 rng(23);
   for (const TypeKernels* k : all_type_kernels()) {
     if (k->prepared_act_bytes == nullptr) continue;
-    // 17 and 18 super-blocks: a short last chunk with an odd and an even count; 11 columns: tiles of
+    // 17 and 18 super-blocks: a short last chunk with an odd and an even count; 19 columns: a tile of
     // kMaxTileCols and a remainder.
     for (const int64_t n : {int64_t{256 * 18}, int64_t{256 * 17}}) {
-      const RandomProblem p(*k, n, 9, 11, rng);
+      const RandomProblem p(*k, n, 9, 19, rng);
       for (int threads : {1, 2}) {
         ThreadPool pool(threads);
         for (int level = 0; level <= static_cast<int>(detected_simd_level()); ++level) {
