@@ -25,8 +25,7 @@
 namespace dsv4::cpu {
 namespace {
 
-constexpr int kTileRows = 16;
-constexpr int kGroupCols = 16;
+constexpr int kTileRows = kAmxTileRows;
 constexpr int64_t kWBytes = sizeof(BlockQ2_K);
 constexpr int64_t kABytes = sizeof(BlockQ8_K);
 // One packed super-block of a column group: four B tiles (16 rows of 16 columns × 4 bytes), eight
@@ -49,7 +48,7 @@ struct alignas(64) Decoded {  // one super-block of a row tile
 };
 
 struct alignas(64) GroupState {
-  __m512 partial[kTileRows][32];
+  TilePartials partials;
   int32_t isum_sc[2][kTileRows][16];
   Decoded dec[2];
 };
@@ -111,7 +110,7 @@ void scale_super_block(const uint8_t* packed_sb, const Decoded& dec, const int32
       ism = _mm512_dpwssd_epi32(ism, _mm512_load_si512(bsum_pairs + j), _mm512_set1_epi32(static_cast<int>(min_pairs[j])));
     const __m512 t_sc = _mm512_mul_ps(_mm512_set1_ps(dec.d[m]), _mm512_cvtepi32_ps(_mm512_load_si512(isum_sc[m])));
     const __m512 t_m = _mm512_mul_ps(_mm512_set1_ps(dec.dmin[m]), _mm512_cvtepi32_ps(ism));
-    __m512& part = st.partial[m][b & 31];
+    __m512& part = st.partials.p[m][b & 31];
     part = _mm512_add_ps(part, _mm512_mul_ps(dx, _mm512_sub_ps(t_sc, t_m)));
   }
 }
@@ -119,8 +118,7 @@ void scale_super_block(const uint8_t* packed_sb, const Decoded& dec, const int32
 void tile_group(int64_t n, const uint8_t* w, int64_t w_stride, int nr, const uint8_t* group, int nc, float* y,
                 int64_t y_stride, GroupState& st) {
   const int64_t nb = n / 256;
-  for (int m = 0; m < nr; ++m)
-    for (auto& p : st.partial[m]) p = _mm512_setzero_ps();
+  st.partials.zero(nr);
   for (int64_t b = 0; b < nb; ++b) {
     const int slot = static_cast<int>(b & 1);
     decode_rows(w, w_stride, nr, b, st.dec[slot]);
@@ -131,14 +129,7 @@ void tile_group(int64_t n, const uint8_t* w, int64_t w_stride, int nr, const uin
     const int slot = static_cast<int>((nb - 1) & 1);
     scale_super_block(group + (nb - 1) * kPackedSuperBlock, st.dec[slot], st.isum_sc[slot], nr, nb - 1, st);
   }
-  for (int m = 0; m < nr; ++m) {
-    __m512* p = st.partial[m];
-    for (int s = 16; s >= 1; s >>= 1)
-      for (int i = 0; i < s; ++i) p[i] = _mm512_add_ps(p[i], p[i + s]);
-    alignas(64) float out[kGroupCols];
-    _mm512_store_ps(out, p[0]);
-    for (int col = 0; col < nc; ++col) y[col * y_stride + m] = out[col];
-  }
+  st.partials.finish(nr, nc, y, y_stride);
 }
 
 }  // namespace
@@ -163,20 +154,11 @@ void q2_k_amx_pack_group(const uint8_t* act, int64_t act_stride, int64_t n, int 
 
 void q2_k_amx_matmul(int64_t n, const void* w, int64_t w_stride, int64_t rows, const uint8_t* packed, int64_t cols,
                      float* y, int64_t y_stride) {
-  if (rows <= 0 || cols <= 0) return;
-  const int64_t group_bytes = q2_k_amx_group_bytes(n);
   GroupState st;  // ~44 KiB on the calling thread's stack
-  int configured = 0;
-  for (int64_t r = 0; r < rows; r += kTileRows) {
-    const int nr = static_cast<int>(std::min<int64_t>(kTileRows, rows - r));
-    if (nr != configured) configure_tiles(configured = nr);
-    const uint8_t* wr = static_cast<const uint8_t*>(w) + r * w_stride;
-    for (int64_t c = 0; c < cols; c += kGroupCols) {
-      const int nc = static_cast<int>(std::min<int64_t>(kGroupCols, cols - c));
-      tile_group(n, wr, w_stride, nr, packed + c / kGroupCols * group_bytes, nc, y + c * y_stride + r, y_stride, st);
-    }
-  }
-  _tile_release();
+  for_each_amx_tile(w, w_stride, rows, packed, q2_k_amx_group_bytes(n), cols, y, y_stride, configure_tiles,
+                    [&](const uint8_t* wr, int nr, const uint8_t* group, int nc, float* yt) {
+                      tile_group(n, wr, w_stride, nr, group, nc, yt, y_stride, st);
+                    });
 }
 
 }  // namespace dsv4::cpu

@@ -27,8 +27,8 @@
 namespace dsv4::cpu {
 namespace {
 
-constexpr int kTileRows = 16;
-constexpr int kGroupCols = 16;
+constexpr int kTileRows = kAmxTileRows;
+constexpr int kGroupCols = kAmxTileCols;
 constexpr int64_t kWBytes = sizeof(BlockQ8_0);
 constexpr int64_t kBTileBytes = 8 * 64;  // 32 k / 4 rows × 16 columns × 4 bytes
 constexpr int64_t kDxBytes = kGroupCols * sizeof(float);
@@ -62,7 +62,7 @@ inline void block_dots(int slot, const uint8_t* a, int64_t a_stride, const uint8
 #undef DSV4_AMX_BLOCK_DOTS
 
 struct alignas(64) GroupState {
-  __m512 partial[kTileRows][32];      // row m, partial p: columns 0-15
+  TilePartials partials;              // row m, partial p: columns 0-15
   int32_t dots[4][kTileRows][16];     // the C ring in memory
 };
 
@@ -71,8 +71,7 @@ void tile_group(int64_t n, const uint8_t* w, int64_t w_stride, int nr, const uin
                 int64_t y_stride, GroupState& st) {
   const int64_t nb = n / 32;
   const auto* dx_all = reinterpret_cast<const float*>(group + nb * kBTileBytes);
-  for (int m = 0; m < nr; ++m)
-    for (auto& p : st.partial[m]) p = _mm512_setzero_ps();
+  st.partials.zero(nr);
   const __m512i row_offsets =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int>(w_stride)));
@@ -84,7 +83,7 @@ void tile_group(int64_t n, const uint8_t* w, int64_t w_stride, int nr, const uin
     _mm512_store_ps(dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits)));
     const __m512 dx = _mm512_load_ps(dx_all + b * kGroupCols);
     const int32_t(*dots)[16] = st.dots[b & 3];
-    __m512* part = &st.partial[0][b & 31];
+    __m512* part = &st.partials.p[0][b & 31];
     for (int m = 0; m < nr; ++m) {
       const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(dw[m]), dx);
       const __m512 v = _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_load_si512(dots[m])));
@@ -98,14 +97,7 @@ void tile_group(int64_t n, const uint8_t* w, int64_t w_stride, int nr, const uin
     if (b >= 2) scale_block(b - 2);
   }
   for (int64_t b = std::max<int64_t>(0, nb - 2); b < nb; ++b) scale_block(b);
-  for (int m = 0; m < nr; ++m) {
-    __m512* p = st.partial[m];
-    for (int s = 16; s >= 1; s >>= 1)
-      for (int i = 0; i < s; ++i) p[i] = _mm512_add_ps(p[i], p[i + s]);
-    alignas(64) float out[kGroupCols];
-    _mm512_store_ps(out, p[0]);
-    for (int col = 0; col < nc; ++col) y[col * y_stride + m] = out[col];
-  }
+  st.partials.finish(nr, nc, y, y_stride);
 }
 
 }  // namespace
@@ -130,20 +122,11 @@ void q8_0_amx_pack_group(const uint8_t* act, int64_t act_stride, int64_t n, int 
 
 void q8_0_amx_matmul(int64_t n, const void* w, int64_t w_stride, int64_t rows, const uint8_t* packed, int64_t cols,
                      float* y, int64_t y_stride) {
-  if (rows <= 0 || cols <= 0) return;
-  const int64_t group_bytes = q8_0_amx_group_bytes(n);
   GroupState st;  // 36 KiB of partials and dots, on the calling thread's stack
-  int configured = 0;
-  for (int64_t r = 0; r < rows; r += kTileRows) {
-    const int nr = static_cast<int>(std::min<int64_t>(kTileRows, rows - r));
-    if (nr != configured) configure_tiles(configured = nr);
-    const uint8_t* wr = static_cast<const uint8_t*>(w) + r * w_stride;
-    for (int64_t c = 0; c < cols; c += kGroupCols) {
-      const int nc = static_cast<int>(std::min<int64_t>(kGroupCols, cols - c));
-      tile_group(n, wr, w_stride, nr, packed + c / kGroupCols * group_bytes, nc, y + c * y_stride + r, y_stride, st);
-    }
-  }
-  _tile_release();
+  for_each_amx_tile(w, w_stride, rows, packed, q8_0_amx_group_bytes(n), cols, y, y_stride, configure_tiles,
+                    [&](const uint8_t* wr, int nr, const uint8_t* group, int nc, float* yt) {
+                      tile_group(n, wr, w_stride, nr, group, nc, yt, y_stride, st);
+                    });
 }
 
 }  // namespace dsv4::cpu
