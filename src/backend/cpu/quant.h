@@ -65,9 +65,9 @@ using VecDotRowsFn = void (*)(int64_t n, const void* w, int64_t w_stride, const 
 // i and column c bit for bit. Lets a kernel expand each weight block once for several columns (matmul).
 using VecDotTileFn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride,
                               int nr, int nc, float* out, int64_t out_stride);
-// 16: the MoE experts of a 512-token prefill chunk see ~12 tokens each, so one weight decode serves
-// them all (with 8, two decodes: ~18 % more IQ2_XXS vector work per column by uop count).
-constexpr int kMaxTileCols = 16;
+// 8: 16 (one decode per ~12-token MoE expert of a 512-token prefill chunk) measured no faster in the
+// model and slower for IQ2_XXS at 64/512 columns (its prepared activations for 16 columns outgrow L1).
+constexpr int kMaxTileCols = 8;
 
 // Optional matrix x matrix on AMX int8 tiles (CpuContext::use_amx, set only where
 // base/cpu_features.h amx_int8_usable()): out[c * y_stride + r] equals vec_dot of row r and column c

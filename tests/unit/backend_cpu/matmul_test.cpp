@@ -247,7 +247,7 @@ TEST(Matmul, TileKernelsMatchScalar) {
         ThreadPool pool(threads);
         CpuContext ctx;
         ctx.pool = &pool;
-        for (int64_t nc : {int64_t{2}, int64_t{9}, int64_t{16}, p.cols})
+        for (int64_t nc : {int64_t{2}, int64_t{9}, int64_t{16}, p.cols})  // 16, 19: whole tiles and a remainder
           p.expect_matmul_matches_scalar(ctx, nc, "threads=" + std::to_string(threads));
       }
       ++tested;
@@ -260,7 +260,7 @@ TEST(Matmul, PreparedActivationsMatchScalar) {
   std::mt19937 rng(23);
   for (const TypeKernels* k : all_type_kernels()) {
     if (k->prepared_act_bytes == nullptr) continue;
-    // 17 and 18 super-blocks: a short last chunk with an odd and an even count; 19 columns: a tile of
+    // 17 and 18 super-blocks: a short last chunk with an odd and an even count; 19 columns: tiles of
     // kMaxTileCols and a remainder.
     for (const int64_t n : {int64_t{256 * 18}, int64_t{256 * 17}}) {
       const RandomProblem p(*k, n, 9, 19, rng);
