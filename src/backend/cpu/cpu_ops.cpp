@@ -10,7 +10,6 @@
 
 #include "backend/cpu/accumulate.h"
 #include "backend/cpu/det_math.h"
-#include "base/cpu_features.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -27,12 +26,10 @@ float sum32(const float* x, int64_t n) {
 CpuOps::CpuOps(ThreadPool* pool, SimdLevel level, bool amx) {
   ctx_.pool = pool;
   ctx_.max_level = level;
-  ctx_.use_amx = amx && level == SimdLevel::kAvx512 && amx_int8_usable();
-  dot_f32_ = select_vec_dot(*type_kernels(TensorType::kF32), level);
-  {
-    const TypeKernels& f32 = *type_kernels(TensorType::kF32);
-    tile_f32_ = f32.vec_dot_tile[static_cast<int>(effective_simd_level(f32, level))];
-  }
+  ctx_.use_amx = amx;  // matmul.h uses_amx() also checks the level and the CPU/OS
+  const TypeKernels& f32 = *type_kernels(TensorType::kF32);
+  dot_f32_ = select_vec_dot(f32, level);
+  tile_f32_ = f32.vec_dot_tile[static_cast<int>(effective_simd_level(f32, level))];
   fma_axpy_ = select_fma_axpy(level);
   weighted_rows_ = level == SimdLevel::kAvx512 ? weighted_rows_avx512 : nullptr;
   swiglu_clamp_ = select_swiglu_clamp(level);
@@ -273,7 +270,7 @@ void CpuOps::attention(const float* q, int64_t n, int64_t H, int64_t d, const fl
   // (dot_f32_ or the tile form, the same bits) and each o_h element the same fma sequence over j as one
   // fma_axpy per key (vec_ops.h weighted_rows): only key and query loads are shared between heads.
   ctx_.pool->parallel_for(n, [&](int64_t b, int64_t e, int) {
-    std::vector<float> p;
+    std::vector<float> p, den(static_cast<size_t>(H));
     std::vector<const float*> keys;
     for (int64_t t = b; t < e; ++t) {
       keys.clear();
@@ -287,7 +284,6 @@ void CpuOps::attention(const float* q, int64_t n, int64_t H, int64_t d, const fl
       score_keys(qt, H, d, keys, p.data());
       float* ot = o + t * H * d;
       std::fill(ot, ot + H * d, 0.0f);
-      std::vector<float> den(static_cast<size_t>(H));
       for (int64_t h = 0; h < H; ++h) {
         float* ph = p.data() + h * nk;
         float mx = sinks[h];

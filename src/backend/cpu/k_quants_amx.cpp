@@ -59,9 +59,7 @@ void decode_rows(const uint8_t* w, int64_t w_stride, int nr, int64_t b, Decoded&
     __m512i q[4];
     q2_k_scaled_quants(blk, q);
     for (int p = 0; p < 4; ++p) _mm512_store_si512(dec.q[p][m], q[p]);
-    const __m128i scb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(dec.mins[m]),
-                       _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(scb, 4), _mm_set1_epi8(0x0f))));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(dec.mins[m]), q2_k_mins16(blk));
     uint16_t dd[2];
     std::memcpy(dd, blk + 80, 4);
     dec.d[m] = _cvtsh_ss(dd[0]);

@@ -83,8 +83,7 @@ inline __m512i bcast16(int k0, int k1, int k2, int k3) {
 inline __m512i q2_k_super_block(const uint8_t* w, const uint8_t* a) {
   __m512i qs[4];
   q2_k_scaled_quants(w, qs);
-  const __m128i scb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
-  const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(scb, 4), _mm_set1_epi8(0x0f)));
+  const __m256i mn16 = q2_k_mins16(w);
   const uint8_t* aq = a + 4;
   __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains (latency)
   for (int p = 0; p < 4; ++p) acc[p & 1] = _mm512_dpbusd_epi32(acc[p & 1], qs[p], _mm512_loadu_si512(aq + 64 * p));

@@ -50,4 +50,10 @@ inline void q2_k_scaled_quants(const uint8_t* w, __m512i out[4]) {
   }
 }
 
+// The sixteen 4-bit mins (scales[k] >> 4) of a Q2_K block as int16.
+inline __m256i q2_k_mins16(const uint8_t* w) {
+  const __m128i scb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+  return _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(scb, 4), _mm_set1_epi8(0x0f)));
+}
+
 }  // namespace dsv4::cpu

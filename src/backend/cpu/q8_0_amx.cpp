@@ -23,6 +23,7 @@
 #include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/q8_0.h"
 #include "backend/cpu/quant.h"
+#include "backend/cpu/simd_reduce.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -72,9 +73,7 @@ void tile_group(int64_t n, const uint8_t* w, int64_t w_stride, int nr, const uin
   const int64_t nb = n / 32;
   const auto* dx_all = reinterpret_cast<const float*>(group + nb * kBTileBytes);
   st.partials.zero(nr);
-  const __m512i row_offsets =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(static_cast<int>(w_stride)));
+  const __m512i row_offsets = lane_offsets(w_stride);  // row m at m · w_stride
   const __mmask16 row_mask = static_cast<__mmask16>((1u << nr) - 1u);
   auto scale_block = [&](int64_t b) {
     // d_w of the nr rows (a 4-byte gather at each block start stays inside the block).
