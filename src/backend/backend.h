@@ -1,0 +1,313 @@
+// backend/backend.h — the seam between the one DS4 forward pass (model/forward.cpp) and the
+// machines it runs on. A backend owns every byte the forward pass computes with (weights, session
+// state, activations) and implements the op vocabulary below; the CPU backend (backend/cpu) is the
+// reference, a CUDA backend is a second implementation of the same interface with the same bits.
+//
+// Rules every backend follows (docs/architecture.md "Backend seam"):
+// - Tensors are descriptors: only the backend that made a tensor dereferences its `data`. The host
+//   moves bytes in or out only with upload()/download(); download() is the one host-visible
+//   synchronisation and is counted (syncs()).
+// - Ops are enqueued in call order and are void: a failure (a type without a kernel, a bad shape)
+//   is sticky and end_step() returns the first one. Shapes of every op in a DS4 step depend only on
+//   (first position p0, token count n); data-dependent choices (routing, indexer top-k) have fixed
+//   output sizes. So a step is a static op sequence a GPU can capture once per (n) and replay.
+// - Every op defines the order of its arithmetic below; every backend computes each output element
+//   from the same inputs in that order (one canonical order per op, shared numerics in numerics/),
+//   so outputs are bit-identical across backends, SIMD levels, thread counts, chunk sizes and batch
+//   composition. tests/unit/backend/conformance_test.cpp holds a scalar reference of each op and
+//   checks every backend the build has against it with a bound of zero bits.
+// - Activations are F32 row-major 2-D tensors ([rows][cols]: ne[0] = cols, ne[1] = rows, nb[1] the
+//   row stride in bytes, which may exceed ne[0]·4 for a column slice). Index tensors are I32.
+// - Weights are 2-D [in, out] (ne[0] = in features, one row per output) or 3-D [in, out, expert]
+//   with contiguous rows of their GGUF type.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "base/tensor_type.h"
+
+namespace dsv4::backend {
+
+class Backend;
+
+// A view of backend-owned bytes: type, up to 4 dims (ne[0] innermost), byte strides nb[].
+struct Tensor {
+  TensorType type = TensorType::kF32;
+  int n_dims = 0;
+  int64_t ne[4] = {1, 1, 1, 1};
+  int64_t nb[4] = {0, 0, 0, 0};  // bytes between consecutive elements (nb[0]; blocks for quants) / rows / ...
+  void* data = nullptr;          // opaque: the owning backend's address
+
+  bool valid() const { return data != nullptr; }
+  int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
+  int64_t row_bytes() const { return tensor_row_bytes(type, ne[0]); }
+  bool contiguous_rows() const { return nb[1] == row_bytes(); }
+  int64_t bytes() const { return nb[1] * ne[1] * ne[2] * ne[3]; }  // for contiguous tensors
+
+  // Rows [begin, begin + n) of a 2-D tensor (same row stride).
+  Tensor rows(int64_t begin, int64_t n) const;
+  // Columns [begin, begin + n) of a 2-D F32/I32 tensor (a strided view: row stride unchanged).
+  Tensor cols(int64_t begin, int64_t n) const;
+  // Expert e of a 3-D weight [in, out, n_expert] as a 2-D weight.
+  Tensor expert(int64_t e) const;
+};
+
+// A 2-D tensor [rows][cols] of `type` with contiguous rows at `data`.
+Tensor make_2d(TensorType type, void* data, int64_t cols, int64_t rows);
+// Same, with GGUF dims (ne[0..n_dims)) and contiguous rows.
+Tensor make_nd(TensorType type, void* data, int n_dims, const int64_t* ne);
+
+// An allocation on a backend; freed by the backend when the Buffer goes away. Move-only.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend* owner, void* data, int64_t bytes) : owner_(owner), data_(data), bytes_(bytes) {}
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  void* data() const { return data_; }
+  int64_t bytes() const { return bytes_; }
+  bool valid() const { return data_ != nullptr; }
+
+ private:
+  Backend* owner_ = nullptr;
+  void* data_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
+// Carves a list of tensors out of one allocation (the session's activation arena, its state):
+// plan every tensor first, then allocate() once and bind() the views.
+class ArenaPlan {
+ public:
+  // Reserves a 2-D [rows][cols] tensor of `type` (256-byte aligned) and returns its slot.
+  int add(TensorType type, int64_t cols, int64_t rows);
+  int64_t bytes() const { return bytes_; }
+  // Allocates the arena on `backend` (zero-filled) and returns the buffer; views are then at(slot).
+  Result<Buffer> allocate(Backend& backend);
+  Tensor at(const Buffer& arena, int slot) const;
+
+ private:
+  struct Slot {
+    TensorType type;
+    int64_t cols, rows, offset;
+  };
+  std::vector<Slot> slots_;
+  int64_t bytes_ = 0;
+};
+
+// What a backend can do, per op and weight type (replaces the base room's has_kernels).
+enum class Op {
+  kEmbed, kMatmul, kRmsNorm, kRope, kHcPre, kHcPost, kHcHead, kCompressorUpdate, kIndexerTopk,
+  kAttention, kKvStore, kRoute, kMoe, kCount
+};
+const char* op_name(Op op);
+
+// One product of matmul_batch: y = W·x for each row of x (y[t][o] = Σ_i W[o][i]·x[t][i]).
+struct MatmulJob {
+  Tensor w;  // 2-D weight (or expert view)
+  Tensor x;  // [n][in] F32 (row stride may exceed in: a column slice)
+  Tensor y;  // [n][out] F32
+};
+
+// Compressor state of one layer and kind (spec §5): the pending token rows of the last coff·ratio
+// positions as a ring (row of position p at slot p mod (coff·ratio)), and the compressed entries
+// (entry w pools positions [w·r, (w+1)·r) and, for CSA, the A-half of [(w−1)·r, w·r)).
+struct CompressorTensors {
+  Tensor ring_a, ring_z;  // [coff·ratio][coff·d] F32: a = kv projection, z = gate projection + ape
+  Tensor entries;         // [capacity][d] F32: rows [0, ⌊pos/ratio⌋) are valid
+};
+
+struct CompressorUpdate {
+  Tensor a, z;          // [n][coff·d] this chunk's kv / gate projections (z without ape)
+  Tensor ape;           // [ratio][coff·d] position bias, F32
+  Tensor norm;          // [d] F32 entry rms-norm weight
+  Tensor freqs;         // [n_rot/2] F32 RoPE frequencies (compress set)
+  int64_t p0 = 0;       // position of row 0
+  int64_t ratio = 0;    // r
+  int64_t coff = 1;     // 2 = CSA (overlapping windows), 1 = HCA
+  int64_t d = 0;        // entry width
+  int64_t n_rot = 0;
+  float eps = 0;
+};
+
+struct AttentionArgs {
+  Tensor q;             // [n][H·d] queries (normed, roped)
+  Tensor kv;            // [n][d] this chunk's key = value rows (normed, roped)
+  Tensor ring;          // [window][d] earlier rows: position p at slot p mod window (p < p0)
+  Tensor comp;          // [capacity][d] compressed entries, or invalid (sliding layer)
+  Tensor comp_index;    // [n][top_k] I32 selected entries (CSA), or invalid: all visible entries (HCA)
+  Tensor sinks;         // [H] F32
+  Tensor o;             // [n][H·d] output
+  int64_t p0 = 0;
+  int64_t n_head = 0;
+  int64_t window = 0;   // W: raw keys of position p are max(0, p−W+1) … p
+  int64_t ratio = 0;    // compressed entry w is visible to position p iff w < ⌊(p+1)/ratio⌋
+  float scale = 0;
+};
+
+struct RouteArgs {
+  Tensor logits;        // [n][E] router logits
+  Tensor bias;          // [E] F32 selection bias, or invalid
+  Tensor tid2eid;       // [K][vocab] I32 hash table (ne[0] = K), or invalid: biased top-k
+  Tensor tokens;        // [n] I32 (hash layers)
+  Tensor ids;           // [n][K] I32 out
+  Tensor weights;       // [n][K] F32 out
+  int64_t k = 0;
+  bool norm = true;
+  float scale = 1;
+};
+
+struct MoeArgs {
+  Tensor x;                         // [n][D] normed input
+  Tensor ids, weights;              // [n][K] from route
+  Tensor gate_exps, up_exps;        // [D, I, E]
+  Tensor down_exps;                 // [I, D, E]
+  Tensor gate_sh, up_sh, down_sh;   // shared expert [D, I] / [I, D], or invalid
+  Tensor out;                       // [n][D]
+  float limit_exp = 0, limit_sh = 0;  // SwiGLU clamps
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  // A line for logs: device, SIMD level, threads / SMs, memory.
+  virtual std::string describe() const = 0;
+
+  // --- capability and memory -----------------------------------------------------------------
+  // Whether `op` runs with weights (matmul, embed, moe) of `type` on this backend.
+  virtual bool supports(Op op, TensorType type) const = 0;
+  // A zero-filled allocation of `bytes` on the backend (errors name the bytes and what is free).
+  virtual Result<Buffer> allocate(int64_t bytes) = 0;
+  // Makes a weight usable by the ops from its host bytes (a GGUF mapping that outlives the model):
+  // the CPU uses the mapping in place; a device uploads (and may repack) into `keep`.
+  virtual Result<Tensor> load_weight(const Tensor& host, std::vector<Buffer>& keep) = 0;
+  // A small parameter (norm weights, biases, HC scale/base, sinks, ape) dequantized once to F32
+  // [rows][ne[0]] into `keep`.
+  virtual Result<Tensor> load_weight_f32(const Tensor& host, std::vector<Buffer>& keep) = 0;
+
+  // --- host transfers ---------------------------------------------------------------------------
+  // dst's first `bytes` (contiguous) = src. Ordered with the ops; never waits for them.
+  virtual void upload(const Tensor& dst, const void* src, int64_t bytes) = 0;
+  // dst = src's first `bytes` (contiguous) after every op enqueued so far: one synchronisation.
+  virtual Status download(const Tensor& src, void* dst, int64_t bytes) = 0;
+  // Host-visible synchronisations so far (download calls).
+  int64_t syncs() const { return syncs_; }
+
+  // --- steps ------------------------------------------------------------------------------------
+  // Between begin_step and end_step the host touches no backend data; end_step returns the first
+  // error of the ops enqueued since begin_step (and clears it).
+  virtual void begin_step() = 0;
+  virtual Status end_step() = 0;
+
+  // --- ops --------------------------------------------------------------------------------------
+  // out[t][c·D + i] = dequantized row tokens[t] of table [D, vocab], for each of `copies` c.
+  virtual void embed(const Tensor& table, const Tensor& tokens, int64_t copies, const Tensor& out) = 0;
+
+  // y[t][o] = Σ_i W[o][i]·x[t][i]: one vec_dot of the weight type per element (activations
+  // quantized per row to the type's dot partner, blocks in order, 32 partials + fixed tree):
+  // bit-identical for any number of rows.
+  virtual void matmul(const Tensor& w, const Tensor& x, const Tensor& y) = 0;
+  // Every job exactly as matmul computes it, in any order. No job's y overlaps any job's x.
+  virtual void matmul_batch(std::span<const MatmulJob> jobs) = 0;
+
+  // y[r][i] = (x[r][i] · inv) · w[i] (or x[r][i] · inv without w), inv = 1 / sqrt(ss / n + eps),
+  // ss = the F32 vec_dot of the row with itself (32 fma partials + fixed tree). y may alias x.
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) = 0;
+
+  // In place on the trailing n_rot columns of each row, adjacent pairs (x0, x1) → (x0·c − x1·s,
+  // x0·s + x1·c). Row r has position p0 + r / rows_per_pos; angle = (float)position · freqs[k]
+  // (f32 multiply); c, s = cos, sin of that angle in double (det::sincos) rounded to f32;
+  // inverse: s = −s.
+  virtual void rope(const Tensor& x, int64_t rows_per_pos, int64_t p0, int64_t n_rot, const Tensor& freqs,
+                    bool inverse) = 0;
+
+  // HC pre mixing (spec §4.1 steps 3-7) per token t, hc streams of width D:
+  //   mix [n][(2+hc)·hc], scale [3], base [(2+hc)·hc], X [n][hc·D] →
+  //   pre_i = σ(mix_i·scale0 + base_i) + eps; post [n][hc]: post_i = 2·σ(mix_{hc+i}·scale1 + base_{hc+i});
+  //   comb [n][hc·hc] ([src][dst]): row softmax of mix·scale2 + base (max, exp(v − max), sequential
+  //   sum, v / sum + eps), then column norm (v / (sequential column sum + eps)), then (iters − 1) ×
+  //   (row norm, column norm) the same way;
+  //   x [n][D] = Σ_i pre_i·X[i] (i ascending, one fma per element starting from 0).
+  virtual void hc_pre(const Tensor& mix, const Tensor& scale, const Tensor& base, float eps, int64_t iters,
+                      const Tensor& X, const Tensor& x, const Tensor& post, const Tensor& comb) = 0;
+  // X_out[t][j] = post[t][j]·y[t] (one multiply), then + comb[t][i][j]·X[t][i] for i ascending
+  // (fma each). X_out must not alias X.
+  virtual void hc_post(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
+                       const Tensor& X_out) = 0;
+  // HC head: pre_i = σ(mix[t][i]·scale[0] + base_i) + eps; y[t] = Σ_i pre_i·X[t][i] (fma, i ascending).
+  virtual void hc_head(const Tensor& mix, const Tensor& scale, const Tensor& base, float eps, const Tensor& X,
+                       const Tensor& y) = 0;
+
+  // Appends a chunk to a compressor (spec §5). For each token t (position p = p0 + t) in order:
+  // ring row p mod (coff·r) = (a[t], z[t] + ape[p mod r]) (one add per element); when p + 1 is a
+  // multiple of r, window w = p / r closes and entries[w] becomes:
+  //   candidates c in order: (CSA) the A-half (columns [0, d)) of positions (w−1)·r + i, i < r,
+  //   absent when w = 0; then the window's own positions w·r + i, i < r (columns [d, 2d) for CSA,
+  //   [0, d) for HCA). Per channel j: m = max over present candidates of z; e_c = exp(z_c − m)
+  //   (absent: 0); den = Σ_c e_c (32 partials + fixed tree, absent included as 0);
+  //   acc = Σ_c e_c·a_c (fma chain over present c); P[j] = acc / den;
+  // then rms_norm(P, norm, eps) and rope (one row at position w·r, compress frequencies).
+  virtual void compressor_update(const CompressorUpdate& u, const CompressorTensors& state) = 0;
+
+  // Lightning indexer top-k for n queries at positions p0 + t: visible = ⌊(p + 1)/ratio⌋ entries of
+  // keys [capacity][dI]. If visible ≤ top_k: out[t] = 0, 1, …, visible−1, then −1 to top_k.
+  // Otherwise score_w = Σ_h (g[t][h]·gscale0·gscale1)·ReLU(qI[t][h]·keys[w]) (g scaled as
+  // (g·gscale0)·gscale1; the dot is the F32 vec_dot; fma chain over h ascending from 0); out[t] =
+  // the top_k entries of highest score (ties → lower w; a NaN score ranks below every number, NaNs
+  // among themselves by lower w), in ascending entry order.
+  // qI [n][nI·dI], g [n][nI], out [n][top_k] I32.
+  virtual void indexer_topk(const Tensor& qI, const Tensor& g, float gscale0, float gscale1, const Tensor& keys,
+                            int64_t p0, int64_t ratio, const Tensor& out) = 0;
+
+  // Attention with sinks, one shared key = value row set per query (MQA), H heads of dim d.
+  // Keys of query t (position p = p0 + t), in this order: raw positions max(0, p−W+1) … p (from the
+  // ring for positions < p0, from kv for ≥ p0), then compressed entries: HCA all w < ⌊(p+1)/r⌋
+  // ascending, CSA comp_index[t][i] for i in order while ≥ 0. Per head h:
+  //   l_j = (q_h · k_j)·scale (F32 vec_dot); M = max(sink_h, max_j l_j) (std::max order: running
+  //   max from sink_h, NaN l never replaces it); p_j = exp(l_j − M);
+  //   den = exp(sink_h − M) + Σ_j p_j (32 partials + fixed tree);
+  //   o_h[c] = (Σ_j p_j·k_j[c]) / den (fma chain over j from 0, one division).
+  virtual void attention(const AttentionArgs& a) = 0;
+  // Stores the chunk's kv rows [n][d] into the ring [W][d] (slot p mod W) for the next chunks: the
+  // rows of positions max(p0, p0 + n − W) … p0 + n − 1.
+  virtual void kv_store(const Tensor& kv, int64_t p0, const Tensor& ring) = 0;
+
+  // MoE router (spec §6.2): s_e = sqrt(softplus(logits[t][e])); ids[t] = tid2eid[tokens[t]][0..K)
+  // (hash layers: entries validated at load), else the K highest s_e + bias_e (or s_e) in
+  // descending order (ties → lower e; NaN ranks below every number, NaNs by lower e);
+  // sum = Σ_k s_{ids[k]} sequentially from 0;
+  // weights[t][k] = (norm ? s_{ids[k]} / (sum + 1e-20f) : s_{ids[k]}) · scale.
+  virtual void route(const RouteArgs& r) = 0;
+
+  // Routed + shared experts (spec §6.3). For each (token t, slot k): g = W_gate[e]·x[t], u = W_up[e]·x[t]
+  // (matmul bits), h = swiglu_clamp(g, u, limit_exp), y_tk = W_down[e]·h; the shared expert the same
+  // with limit_sh. out[t] = 0, then + weights[t][k]·y_tk for k ascending (fma each; a weight of
+  // exactly 1 is a plain add), then + y_shared (plain add).
+  // swiglu_clamp(g, u, L) = silu(std::min(g, L)) · std::min(std::max(u, −L), L) (std::min/max
+  // semantics: a NaN g or u passes through, min(NaN, L) = NaN, unlike CUDA's fminf);
+  // silu(v) = v · det::sigmoid(v), sigmoid(v) = 1 / (1 + det::exp(−v)).
+  virtual void moe(const MoeArgs& m) = 0;
+
+ protected:
+  int64_t syncs_ = 0;
+  friend class Buffer;
+  virtual void release(void* data, int64_t bytes) = 0;
+};
+
+// --- the registry ---------------------------------------------------------------------------------
+
+enum class BackendKind { kAuto, kCpu, kCuda };
+Result<BackendKind> parse_backend_kind(std::string_view name);  // "auto" | "cpu" | "cuda"
+const char* backend_kind_name(BackendKind kind);
+
+}  // namespace dsv4::backend
