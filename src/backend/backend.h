@@ -56,6 +56,18 @@ struct Tensor {
   Tensor cols(int64_t begin, int64_t n) const;
   // Expert e of a 3-D weight [in, out, n_expert] as a 2-D weight.
   Tensor expert(int64_t e) const;
+  // A 2-D tensor with contiguous rows seen as rows of `cols` elements (e.g. [n][H·d] as [n·H][d]).
+  Tensor as_rows(int64_t cols) const {
+    Tensor t = *this;
+    const int64_t total = ne[0] * rows();
+    t.n_dims = 2;
+    t.ne[0] = cols;
+    t.ne[1] = total / cols;
+    t.ne[2] = t.ne[3] = 1;
+    t.nb[1] = tensor_row_bytes(type, cols);
+    t.nb[2] = t.nb[3] = t.nb[1] * t.ne[1];
+    return t;
+  }
 };
 
 // A 2-D tensor [rows][cols] of `type` with contiguous rows at `data`.
