@@ -16,18 +16,20 @@ ALLOWED = {
     "backend": {"base"},  # the backend interface
     "backend/cpu": {"base", "backend"},
     "backend/cuda": {"base", "backend"},
+    "backend/registry": {"base", "backend", "backend/cpu", "backend/cuda"},  # creates the backend a run asks for
     "model": {"base", "gguf", "backend"},
     "kv": {"base", "backend", "model"},
     "tokenizer": {"base", "gguf"},
     "sampling": {"base"},
-    "tools": {"base", "gguf", "model", "backend", "backend/cpu", "tokenizer"},  # convert, synth
-    "engine": {"dsv4", "base", "gguf", "backend", "backend/cpu", "backend/cuda", "model", "kv", "tokenizer", "sampling"},
+    "tools": {"base", "gguf", "model", "backend", "backend/cpu", "backend/registry", "tokenizer"},  # convert, synth
+    "engine": {"dsv4", "base", "gguf", "backend", "backend/cpu", "backend/cuda", "backend/registry", "model", "kv",
+               "tokenizer", "sampling"},
     "server/http": {"base"},
     "server/api": {"base"},
     "server/serve": {"dsv4", "server/api", "server/http", "base"},
     # apps hold main() and flag parsing; the tool commands call the rooms they drive directly.
     "apps": {"dsv4", "server/http", "server/api", "server/serve", "base", "gguf", "backend", "backend/cpu",
-             "model", "tokenizer", "sampling", "engine", "tools"},
+             "backend/registry", "model", "tokenizer", "sampling", "engine", "tools"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 

@@ -22,7 +22,7 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-static void run_share(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, int t, int n_threads) {
+static void run_share(const RangeFnRef& fn, int64_t n, int t, int n_threads) {
   const int64_t begin = n * t / n_threads;
   const int64_t end = n * (t + 1) / n_threads;
   if (begin < end) fn(begin, end, t);
@@ -39,7 +39,7 @@ inline void cpu_relax() {
 constexpr int kSpinIterations = 4096;
 }  // namespace
 
-void ThreadPool::parallel_for(int64_t n_items, const std::function<void(int64_t, int64_t, int)>& fn) {
+void ThreadPool::parallel_for(int64_t n_items, RangeFnRef fn) {
   if (n_items <= 0) return;
   if (n_threads_ == 1 || n_items == 1) {
     fn(0, n_items, 0);
@@ -80,7 +80,7 @@ void ThreadPool::worker_loop(int thread) {
       if ((spin & 255) == 255) std::this_thread::yield();
       cpu_relax();
     }
-    const std::function<void(int64_t, int64_t, int)>* job;
+    const RangeFnRef* job;
     int64_t items;
     {
       std::unique_lock<std::mutex> lock(mu_);

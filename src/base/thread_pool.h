@@ -13,12 +13,29 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace dsv4 {
+
+// A non-owning reference to a callable fn(begin, end, thread): unlike std::function it never
+// allocates (a lambda with more than two captures does not fit std::function's small buffer), so
+// kernels dispatch with no heap traffic. The callable must outlive the call (parallel_for blocks).
+class RangeFnRef {
+ public:
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, RangeFnRef>>>
+  RangeFnRef(F&& f)  // NOLINT(google-explicit-constructor)
+      : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* o, int64_t b, int64_t e, int t) { (*static_cast<std::remove_reference_t<F>*>(o))(b, e, t); }) {}
+  void operator()(int64_t begin, int64_t end, int thread) const { call_(obj_, begin, end, thread); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t, int);
+};
 
 class ThreadPool {
  public:
@@ -32,7 +49,8 @@ class ThreadPool {
 
   // Calls fn(begin, end, thread) once per thread with that thread's contiguous share of
   // [0, n_items); shares are empty when n_items < size(). Blocks until all are done.
-  void parallel_for(int64_t n_items, const std::function<void(int64_t begin, int64_t end, int thread)>& fn);
+  // Allocation-free: fn is referenced, not copied.
+  void parallel_for(int64_t n_items, RangeFnRef fn);
 
   static int hardware_threads();
 
@@ -44,7 +62,7 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
-  const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
+  const RangeFnRef* job_ = nullptr;
   int64_t job_items_ = 0;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};

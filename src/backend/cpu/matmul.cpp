@@ -15,6 +15,11 @@ namespace {
 constexpr int64_t kRowTile = 8;
 constexpr int64_t kColChunk = 16;
 
+// Grows buf to at least n bytes (never shrinks: no re-zeroing, no reallocation once warm).
+void grow(std::vector<uint8_t>& buf, int64_t n) {
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+}
+
 Status check_shape(const TypeKernels* k, TensorType type, int64_t rows, int64_t n, int64_t cols) {
   if (k == nullptr) return unsupported("matmul: no CPU kernels for type " + std::string(tensor_type_name(type)));
   if (rows < 0 || n <= 0 || cols < 0) return invalid_argument("matmul: bad sizes");
@@ -31,7 +36,7 @@ Status check_shape(const TypeKernels* k, TensorType type, int64_t rows, int64_t 
 void quantize_activations(CpuContext& ctx, const TypeKernels& k, const float* x, int64_t n, int64_t cols,
                           std::vector<uint8_t>& out) {
   const int64_t row_bytes = act_row_bytes(k.act, n);
-  out.resize(static_cast<size_t>(row_bytes * cols));
+  grow(out, row_bytes * cols);
   uint8_t* dst = out.data();
   auto work = [&](int64_t c0, int64_t c1, int) {
     for (int64_t c = c0; c < c1; ++c) quantize_act_row(k.act, x + c * n, dst + c * row_bytes, n);
@@ -51,17 +56,7 @@ bool uses_amx(const CpuContext& ctx, const TypeKernels& k, int64_t cols) {
 
 namespace {
 
-// Rows [r0, r1) of one product against every column: rows in tiles of kRowTile, columns in chunks
-// of kColChunk (the order changes no bits: each element is one independent vec_dot).
-struct RowKernel {
-  VecDotFn dot;
-  VecDotRowsFn dot_rows;  // null: vec_dot row by row
-  // Non-null: dot_rows reads activations rewritten by `prepare` (prep_bytes per column, 64-aligned).
-  void (*prepare)(const void* act, int64_t n, void* out);
-  int64_t prep_bytes;
-  VecDotTileFn tile = nullptr;  // non-null (cols > 1): rows x columns per call
-  const AmxKernels* amx = nullptr;  // non-null: AMX tiles over packed column groups instead of all the above
-};
+using detail::RowKernel;
 
 RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t n, int64_t cols) {
   RowKernel rk{select_vec_dot(k, ctx.max_level),
@@ -86,13 +81,15 @@ void pack_amx_group(const AmxKernels& amx, int64_t n, const uint8_t* act, int64_
   amx.pack_group(act + g * kAmxGroupCols * a_row_bytes, a_row_bytes, n, nc, out + g * amx.group_bytes(n));
 }
 
-// A 64-byte aligned region of `bytes` in `buf` (resized).
+// A 64-byte aligned region of `bytes` in `buf` (grown when too small).
 uint8_t* aligned_scratch(std::vector<uint8_t>& buf, int64_t bytes) {
-  buf.resize(static_cast<size_t>(bytes + 64));
+  grow(buf, bytes + 64);
   const auto addr = reinterpret_cast<uintptr_t>(buf.data());
   return buf.data() + ((64 - addr % 64) % 64);
 }
 
+// Rows [r0, r1) of one product against every column: rows in tiles of kRowTile, columns in chunks
+// of kColChunk (the order changes no bits: each element is one independent vec_dot).
 void run_rows(const RowKernel& rk, const uint8_t* wb, int64_t w_row_bytes, int64_t n, const uint8_t* act,
               int64_t a_row_bytes, int64_t cols, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
   for (int64_t rt = r0; rt < r1; rt += kRowTile) {
@@ -169,17 +166,9 @@ Status matmul_quantized(CpuContext& ctx, const TypeKernels& k, const void* w, in
 }
 
 Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs) {
-  struct Prepared {
-    const TypeKernels* k;
-    RowKernel rk;
-    int64_t w_row_bytes, a_row_bytes, act_offset, row_begin, y_stride;
-    bool quantize;  // owns its activation (false: shares an earlier job's, or F32 reads x directly)
-    int64_t prep_offset = -1;  // rk.prepare: its prepared columns in prep_scratch
-    bool prepare = false;      // owns them (false: shares an earlier job's)
-    int64_t amx_offset = -1;   // rk.amx: its packed column groups in prep_scratch
-    bool amx_pack = false;     // owns them
-  };
-  std::vector<Prepared> prep(jobs.size());
+  using Prepared = detail::BatchPrepared;
+  if (ctx.batch_prep.size() < jobs.size()) ctx.batch_prep.resize(jobs.size());
+  Prepared* prep = ctx.batch_prep.data();
   int64_t act_bytes = 0, total_rows = 0, total_cols = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const MatmulJob& job = jobs[j];
@@ -207,7 +196,7 @@ Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs) {
     total_cols += job.cols;
   }
   if (total_rows == 0) return ok_status();
-  ctx.act_scratch.resize(static_cast<size_t>(act_bytes));
+  grow(ctx.act_scratch, act_bytes);
   uint8_t* act = ctx.act_scratch.data();
   // Quantize every distinct activation column (column i of the concatenation), one thread each.
   auto quantize = [&](int64_t c0, int64_t c1, int) {

@@ -20,12 +20,40 @@
 
 namespace dsv4::cpu {
 
+namespace detail {
+// How matmul runs one product (matmul.cpp): the kernels chosen for its type, level and column count.
+struct RowKernel {
+  VecDotFn dot;
+  VecDotRowsFn dot_rows;  // null: vec_dot row by row
+  // Non-null: dot_rows reads activations rewritten by `prepare` (prep_bytes per column, 64-aligned).
+  void (*prepare)(const void* act, int64_t n, void* out);
+  int64_t prep_bytes;
+  VecDotTileFn tile = nullptr;  // non-null (cols > 1): rows x columns per call
+  const AmxKernels* amx = nullptr;  // non-null: AMX tiles over packed column groups instead of all the above
+};
+
+// matmul_batch's plan of one job (kept in CpuContext so that a batch allocates nothing once warm).
+struct BatchPrepared {
+  const TypeKernels* k = nullptr;
+  RowKernel rk{};
+  int64_t w_row_bytes = 0, a_row_bytes = 0, act_offset = -1, row_begin = 0, y_stride = 0;
+  bool quantize = false;     // owns its activation (false: shares an earlier job's, or F32 reads x directly)
+  int64_t prep_offset = -1;  // rk.prepare: its prepared columns in prep_scratch
+  bool prepare = false;      // owns them (false: shares an earlier job's)
+  int64_t amx_offset = -1;   // rk.amx: its packed column groups in prep_scratch
+  bool amx_pack = false;     // owns them
+};
+}  // namespace detail
+
+// Scratch buffers only grow: once a call of the largest shape has run, matmul and matmul_batch
+// allocate nothing (the backend's steady state is heap-free).
 struct CpuContext {
   ThreadPool* pool = nullptr;                   // required
   SimdLevel max_level = detected_simd_level();  // kernels above this level are not used
   bool use_amx = false;  // AMX tile kernels for matrix x matrix (set only when amx_int8_usable())
   std::vector<uint8_t> act_scratch;             // reused quantized-activation buffer
   std::vector<uint8_t> prep_scratch;            // reused prepared-activation buffer (quant.h prepare_act)
+  std::vector<detail::BatchPrepared> batch_prep;  // reused matmul_batch plan
 };
 
 // Whether matmul runs `cols` columns of type k on AMX tiles (ctx.use_amx, AVX-512, a type with an AMX
@@ -60,7 +88,8 @@ struct MatmulJob {
 // overlap any job's x.
 Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs);
 
-// Quantizes `cols` columns of n floats into `out` (resized) in the type's activation format.
+// Quantizes `cols` columns of n floats into the front of `out` (grown when too small, never shrunk) in
+// the type's activation format.
 void quantize_activations(CpuContext& ctx, const TypeKernels& k, const float* x, int64_t n, int64_t cols,
                           std::vector<uint8_t>& out);
 

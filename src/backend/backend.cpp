@@ -1,0 +1,127 @@
+// backend/backend.cpp — the non-virtual parts of backend.h: tensor views, buffers, arena plans,
+// op and backend-kind names.
+#include "backend/backend.h"
+
+#include <string>
+#include <utility>
+
+namespace dsv4::backend {
+namespace {
+
+// nb[] of contiguous rows for dims ne[0..4): nb[0] one block, nb[1] one row, then products.
+void contiguous_strides(Tensor& t) {
+  t.nb[0] = tensor_type_info(t.type).block_bytes;
+  t.nb[1] = tensor_row_bytes(t.type, t.ne[0]);
+  for (int i = 2; i < 4; ++i) t.nb[i] = t.nb[i - 1] * t.ne[i - 1];
+}
+
+constexpr int64_t kArenaAlign = 256;
+
+}  // namespace
+
+Tensor Tensor::rows(int64_t begin, int64_t n) const {
+  Tensor v = *this;
+  v.data = static_cast<uint8_t*>(data) + begin * nb[1];
+  v.ne[1] = n;
+  v.nb[2] = nb[1] * n;
+  v.nb[3] = v.nb[2] * ne[2];
+  return v;
+}
+
+Tensor Tensor::cols(int64_t begin, int64_t n) const {
+  Tensor v = *this;
+  v.data = static_cast<uint8_t*>(data) + begin * nb[0];
+  v.ne[0] = n;
+  return v;
+}
+
+Tensor Tensor::expert(int64_t e) const {
+  Tensor v = *this;
+  v.data = static_cast<uint8_t*>(data) + e * nb[2];
+  v.n_dims = 2;
+  v.ne[2] = 1;
+  v.ne[3] = 1;
+  v.nb[3] = v.nb[2];
+  return v;
+}
+
+Tensor make_2d(TensorType type, void* data, int64_t cols, int64_t rows) {
+  const int64_t ne[2] = {cols, rows};
+  return make_nd(type, data, 2, ne);
+}
+
+Tensor make_nd(TensorType type, void* data, int n_dims, const int64_t* ne) {
+  Tensor t;
+  t.type = type;
+  t.n_dims = n_dims;
+  for (int i = 0; i < 4; ++i) t.ne[i] = i < n_dims ? ne[i] : 1;
+  t.data = data;
+  contiguous_strides(t);
+  return t;
+}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    if (owner_ != nullptr && data_ != nullptr) owner_->release(data_, bytes_);
+    owner_ = std::exchange(o.owner_, nullptr);
+    data_ = std::exchange(o.data_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+Buffer::~Buffer() {
+  if (owner_ != nullptr && data_ != nullptr) owner_->release(data_, bytes_);
+}
+
+int ArenaPlan::add(TensorType type, int64_t cols, int64_t rows) {
+  const int64_t offset = (bytes_ + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  slots_.push_back({type, cols, rows, offset});
+  bytes_ = offset + tensor_row_bytes(type, cols) * rows;
+  return static_cast<int>(slots_.size()) - 1;
+}
+
+Result<Buffer> ArenaPlan::allocate(Backend& backend) { return backend.allocate(bytes_); }
+
+Tensor ArenaPlan::at(const Buffer& arena, int slot) const {
+  const Slot& s = slots_[static_cast<size_t>(slot)];
+  return make_2d(s.type, static_cast<uint8_t*>(arena.data()) + s.offset, s.cols, s.rows);
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::kEmbed: return "embed";
+    case Op::kMatmul: return "matmul";
+    case Op::kRmsNorm: return "rms_norm";
+    case Op::kRope: return "rope";
+    case Op::kHcPre: return "hc_pre";
+    case Op::kHcPost: return "hc_post";
+    case Op::kHcHead: return "hc_head";
+    case Op::kCompressorUpdate: return "compressor_update";
+    case Op::kIndexerTopk: return "indexer_topk";
+    case Op::kAttention: return "attention";
+    case Op::kKvStore: return "kv_store";
+    case Op::kRoute: return "route";
+    case Op::kMoe: return "moe";
+    case Op::kCount: break;
+  }
+  return "unknown";
+}
+
+Result<BackendKind> parse_backend_kind(std::string_view name) {
+  if (name == "auto") return BackendKind::kAuto;
+  if (name == "cpu") return BackendKind::kCpu;
+  if (name == "cuda") return BackendKind::kCuda;
+  return invalid_argument("unknown backend '" + std::string(name) + "' (valid: auto, cpu, cuda)");
+}
+
+const char* backend_kind_name(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kAuto: return "auto";
+    case BackendKind::kCpu: return "cpu";
+    case BackendKind::kCuda: return "cuda";
+  }
+  return "unknown";
+}
+
+}  // namespace dsv4::backend

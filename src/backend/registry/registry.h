@@ -1,0 +1,28 @@
+// backend/registry/registry.h — creates a Backend of the kind a run asks for (--backend auto|cpu|cuda)
+// from the backends this build has. The one room that knows every backend implementation; the
+// engine, apps and tools create backends here and otherwise see only backend/backend.h.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/cpu_features.h"
+
+namespace dsv4::backend {
+
+struct BackendOptions {
+  BackendKind kind = BackendKind::kAuto;
+  int threads = 0;                          // CPU worker threads; <= 0: every online CPU
+  SimdLevel simd = detected_simd_level();   // highest SIMD level the CPU kernels may use
+  bool amx = false;                         // AMX tiles for CPU matrix x matrix (where usable)
+};
+
+// kCpu: the CPU backend. kCuda: unavailable in this build (an unsupported Status that says so).
+// kAuto: the best backend built and usable here (the CPU backend for now).
+Result<std::unique_ptr<Backend>> create_backend(const BackendOptions& options);
+
+// The kinds this build can create (never kAuto), in preference order.
+std::vector<BackendKind> built_backends();
+
+}  // namespace dsv4::backend
