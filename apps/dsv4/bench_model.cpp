@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "backend/cpu/bench_kernels.h"
-#include "backend/cpu/cpu_ops.h"
 #include "dsv4/bench_model.h"
 #include "dsv4/common.h"
 #include "model/model.h"
@@ -65,35 +64,34 @@ void print_times(const model::PhaseTimes& t, const char* what) {
 }  // namespace
 
 int run_bench_model(const BenchModelArgs& a) {
-  auto threads = threads_from_flags();
-  auto level = simd_level_from_flags();
-  if (!threads.ok() || !level.ok()) {
-    std::fprintf(stderr, "dsv4 bench: %s\n", (!threads.ok() ? threads.status() : level.status()).to_string().c_str());
+  auto options = backend_options_from_flags();
+  if (!options.ok()) {
+    std::fprintf(stderr, "dsv4 bench: %s\n", options.status().to_string().c_str());
     return 2;
   }
-  auto amx = amx_from_flags(*level);
-  if (!amx.ok()) {
-    std::fprintf(stderr, "dsv4 bench: %s\n", amx.status().to_string().c_str());
-    return 2;
+  auto be = backend::create_backend(*options);
+  if (!be.ok()) {
+    std::fprintf(stderr, "dsv4 bench: %s\n", be.status().to_string().c_str());
+    return 1;
   }
-  ThreadPool pool(*threads);
-  cpu::CpuOps ops(&pool, *level, *amx);
-  auto loaded = model::Model::load(a.model, ops);
+  auto loaded = model::Model::load(a.model, **be);
   if (!loaded.ok()) {
     std::fprintf(stderr, "dsv4 bench: %s\n", loaded.status().to_string().c_str());
     return 1;
   }
+  ThreadPool pool(options->threads);
   const model::Model& m = **loaded;
   const model::Ds4Shape& s = m.shape();
   cpu::CpuContext ctx;
   ctx.pool = &pool;
-  ctx.max_level = *level;
+  ctx.max_level = options->simd;
   cpu::BenchOptions bo;
   bo.bandwidth_bytes = int64_t{512} << 20;
   const cpu::MachineLimits lim = cpu::measure_machine(ctx, bo);
   double bytes_tok = 0, macs_tok = 0;
   per_token_cost(m, &bytes_tok, &macs_tok);
   std::printf("model: %s (%s)\n", m.describe().c_str(), a.model.c_str());
+  std::printf("backend: %s\n", (*be)->describe().c_str());
   std::printf("machine: %d threads, SIMD %s, read bandwidth %.2f GB/s, f32 FMA peak %.1f GFLOP/s\n", lim.threads,
               simd_level_name(lim.level), lim.read_gbps, lim.fma_gflops);
   std::printf("weights read per decoded token: %.1f MB  (decode roofline %.2f tok/s)\n", bytes_tok / 1e6,
@@ -104,7 +102,11 @@ int run_bench_model(const BenchModelArgs& a) {
 
   std::printf("\nprefill\n");
   for (int64_t np : a.prompts) {
-    model::Session sess(m, ops, ctx_tokens);
+    model::Session sess(m, ctx_tokens, a.chunk);
+    if (!sess.status().ok()) {
+      std::fprintf(stderr, "dsv4 bench: %s\n", sess.status().to_string().c_str());
+      return 1;
+    }
     sess.set_timing(a.timing);
     const auto toks = random_tokens(np, s.n_vocab, 1);
     std::vector<float> last(static_cast<size_t>(s.n_vocab));
@@ -127,7 +129,11 @@ int run_bench_model(const BenchModelArgs& a) {
 
   std::printf("\ndecode (%lld tokens after a prompt of the given depth)\n", static_cast<long long>(a.decode_tokens));
   for (int64_t depth : a.depths) {
-    model::Session sess(m, ops, ctx_tokens);
+    model::Session sess(m, ctx_tokens, a.chunk);
+    if (!sess.status().ok()) {
+      std::fprintf(stderr, "dsv4 bench: %s\n", sess.status().to_string().c_str());
+      return 1;
+    }
     std::vector<float> last(static_cast<size_t>(s.n_vocab));
     if (depth > 0) {
       const auto toks = random_tokens(depth, s.n_vocab, 2);

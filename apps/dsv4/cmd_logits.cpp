@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_ops.h"
 #include "dsv4/commands.h"
 #include "dsv4/common.h"
 #include "model/model.h"
@@ -68,24 +67,21 @@ int fail(const char* cmd, const Status& s) {
 
 int run_engine(const EngineArgs& a, bool generate) {
   const char* cmd = generate ? "generate" : "logits";
-  auto threads = threads_from_flags();
-  if (!threads.ok()) return fail(cmd, threads.status());
-  auto level = simd_level_from_flags();
-  if (!level.ok()) return fail(cmd, level.status());
+  auto options = backend_options_from_flags();
+  if (!options.ok()) return fail(cmd, options.status());
   auto tokens = read_tokens(a.tokens_file);
   if (!tokens.ok()) return fail(cmd, tokens.status());
-  auto amx = amx_from_flags(*level);
-  if (!amx.ok()) return fail(cmd, amx.status());
-  ThreadPool pool(*threads);
-  cpu::CpuOps ops(&pool, *level, *amx);
-  auto model = model::Model::load(a.model, ops);
+  auto be = backend::create_backend(*options);
+  if (!be.ok()) return fail(cmd, be.status());
+  auto model = model::Model::load(a.model, **be);
   if (!model.ok()) return fail(cmd, model.status());
   const model::Ds4Shape& s = (*model)->shape();
   std::fprintf(stderr, "dsv4 %s: %s\n", cmd, (*model)->describe().c_str());
   const int64_t n = static_cast<int64_t>(tokens->size());
   const int64_t ctx = a.ctx > 0 ? a.ctx : n + (generate ? a.n_predict : 0);
-  model::Session session(**model, ops, ctx);
   const int64_t chunk = a.chunk > 0 ? a.chunk : n;
+  model::Session session(**model, ctx, std::min(chunk, ctx));
+  if (!session.status().ok()) return fail(cmd, session.status());
   const int64_t V = s.n_vocab;
   std::fprintf(stderr, "dsv4 %s: session for %lld tokens: %.1f MiB reserved, %.0f bytes per token of context\n", cmd,
                static_cast<long long>(ctx), static_cast<double>(session.reserved_bytes()) / (1 << 20),

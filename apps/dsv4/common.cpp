@@ -36,4 +36,13 @@ Result<bool> amx_from_flags(SimdLevel level) {
   return level == SimdLevel::kAvx512 && amx_int8_usable();
 }
 
+Result<backend::BackendOptions> backend_options_from_flags() {
+  backend::BackendOptions o;
+  DSV4_ASSIGN_OR_RETURN(o.kind, backend::parse_backend_kind(flag_value("backend")));
+  DSV4_ASSIGN_OR_RETURN(o.threads, threads_from_flags());
+  DSV4_ASSIGN_OR_RETURN(o.simd, simd_level_from_flags());
+  DSV4_ASSIGN_OR_RETURN(o.amx, amx_from_flags(o.simd));
+  return o;
+}
+
 }  // namespace dsv4::app

@@ -27,9 +27,11 @@ Result<std::unique_ptr<Engine>> load_engine(const EngineLoadArgs& a, const char*
                        "' was not built (run scripts/setup.sh, then cmake --build build)");
     return not_found(o.model_path + ": no such file");
   }
-  DSV4_ASSIGN_OR_RETURN(o.threads, threads_from_flags());
-  DSV4_ASSIGN_OR_RETURN(o.simd, simd_level_from_flags());
-  DSV4_ASSIGN_OR_RETURN(o.amx, amx_from_flags(o.simd));
+  DSV4_ASSIGN_OR_RETURN(const backend::BackendOptions bo, backend_options_from_flags());
+  o.backend = bo.kind;
+  o.threads = bo.threads;
+  o.simd = bo.simd;
+  o.amx = bo.amx;
   o.timing = a.timing;
   o.prefill_chunk = a.prefill_chunk;
   o.checkpoint_interval = a.checkpoint_interval;

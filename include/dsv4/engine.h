@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/backend.h"
 #include "base/cpu_features.h"
 #include "base/status.h"
 #include "sampling/sampler.h"
@@ -40,6 +41,7 @@ struct EngineOptions {
   std::string model_path;
   int64_t ctx = 32768;              // tokens one timeline may hold (prompt + completion);
                                     // 0 = min(the model's training context, kDefaultCtx)
+  backend::BackendKind backend = backend::BackendKind::kAuto;  // --backend
   int threads = 0;                  // 0 = all CPUs
   SimdLevel simd = SimdLevel::kScalar;  // the app passes the resolved --simd level
   bool amx = false;                 // AMX tiles for matrix x matrix (the resolved --amx; needs simd avx512)

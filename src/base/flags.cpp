@@ -11,6 +11,9 @@ namespace dsv4 {
 namespace {
 
 constexpr FlagSpec kFlags[] = {
+    {"backend", "DSV4_BACKEND", "auto",
+     "where the model runs: auto (a GPU when this build has one and the machine has a GPU, else the CPU), cpu or cuda "
+     "(results are identical; speed differs)"},
     {"threads", "DSV4_THREADS", "0", "CPU worker threads for kernels (0 = all online CPUs)"},
     {"simd", "DSV4_SIMD", "auto",
      "highest SIMD level kernels may use: auto, avx512, avx2 or scalar (results are identical; speed differs)"},

@@ -1,8 +1,9 @@
-// engine/engine.cpp — Engine: loading (thread pool, CPU ops, model, tokenizer, session), model
+// engine/engine.cpp — Engine: loading (backend, model, tokenizer, session), model
 // info, and the thread-safe text helpers. generate() lives in generate.cpp.
 #include <algorithm>
 #include <filesystem>
 
+#include "backend/registry/registry.h"
 #include "engine/engine_impl.h"
 
 namespace dsv4 {
@@ -27,9 +28,13 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   if (options.prefill_chunk < 1) return invalid_argument("prefill chunk must be at least 1");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->pool = std::make_unique<ThreadPool>(options.threads);
-  impl->ops = std::make_unique<cpu::CpuOps>(impl->pool.get(), options.simd, options.amx);
-  DSV4_ASSIGN_OR_RETURN(impl->model, model::Model::load(options.model_path, *impl->ops));
+  backend::BackendOptions bo;
+  bo.kind = options.backend;
+  bo.threads = options.threads;
+  bo.simd = options.simd;
+  bo.amx = options.amx;
+  DSV4_ASSIGN_OR_RETURN(impl->backend, backend::create_backend(bo));
+  DSV4_ASSIGN_OR_RETURN(impl->model, model::Model::load(options.model_path, *impl->backend));
   auto tok = tokenizer::Tokenizer::from_gguf(impl->model->file());
   if (!tok.ok()) return tok.status().with_context(options.model_path);
   impl->tokenizer = std::move(*tok);
@@ -42,7 +47,8 @@ Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   DSV4_ASSIGN_OR_RETURN(impl->think_end, impl->tokenizer.require_special("</think>"));
   if (impl->options.ctx == 0)
     impl->options.ctx = s.n_ctx_train > 0 ? std::min(s.n_ctx_train, kDefaultCtx) : kDefaultCtx;
-  impl->session = std::make_unique<model::Session>(*impl->model, *impl->ops, impl->options.ctx);
+  impl->session = std::make_unique<model::Session>(*impl->model, impl->options.ctx, options.prefill_chunk);
+  DSV4_RETURN_IF_ERROR(impl->session->status());
   impl->session->set_timing(options.timing);
   impl->cache = std::make_unique<engine::PrefixCache>(options.max_checkpoints);
 

@@ -3,8 +3,7 @@
 
 #include <memory>
 
-#include "backend/cpu/cpu_ops.h"
-#include "base/thread_pool.h"
+#include "backend/backend.h"
 #include "dsv4/engine.h"
 #include "engine/prefix_cache.h"
 #include "model/model.h"
@@ -15,8 +14,7 @@ namespace dsv4 {
 struct Engine::Impl {
   EngineOptions options;
   ModelInfo info;
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<cpu::CpuOps> ops;
+  std::unique_ptr<backend::Backend> backend;  // declared before the model and session it outlives
   std::unique_ptr<model::Model> model;
   tokenizer::Tokenizer tokenizer;
   std::unique_ptr<model::Session> session;

@@ -1,15 +1,17 @@
-// model/model.h — a loaded DS4 model (mapping + shape + bound weights) and one inference
-// timeline over it (Session). The forward pass is written once, against backend::Ops.
+// model/model.h — a loaded DS4 model (mapping + shape + weights on a backend) and one inference
+// timeline over it (Session). The forward pass is written once, against backend::Backend.
 //
-//   DSV4_ASSIGN_OR_RETURN(auto model, Model::load("m.gguf", ops));
-//   Session s(*model, ops, /*ctx=*/4096);
+//   DSV4_ASSIGN_OR_RETURN(auto backend, backend::create_backend(options));
+//   DSV4_ASSIGN_OR_RETURN(auto model, Model::load("m.gguf", *backend));
+//   Session s(*model, /*ctx=*/4096);
 //   DSV4_RETURN_IF_ERROR(s.forward(tokens, logits.data(), /*all_logits=*/true));
 //
-// Session state (spec/architecture.md §9): per layer the raw window (last W−1 kv rows), the
-// compressor's pending token rows (a, z+ape) for the open window and, for CSA, the previous
-// window (overlap), the compressed entries, and for CSA the indexer's own compressor state and
-// keys. Bit-identical logits for a position whatever the chunking: every op computes each output
-// element from the same inputs in the same order whatever else is in the batch.
+// Session state (spec/architecture.md §9) lives on the backend, allocated once at construction:
+// per layer the raw window as a ring of W rows indexed by position, and per compressor (CSA/HCA
+// entries, CSA indexer keys) a ring of the last coff·ratio token rows and the compressed entries.
+// The host keeps only the position: every count (ring fill, entries) follows from it. Bit-identical
+// logits for a position whatever the chunking: every op computes each output element from the same
+// inputs in the same order whatever else is in the batch.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/ops.h"
+#include "backend/backend.h"
 #include "gguf/reader.h"
 #include "model/shape.h"
 #include "model/weights.h"
@@ -27,47 +29,45 @@ namespace dsv4::model {
 
 class Model {
  public:
-  static Result<std::unique_ptr<Model>> load(const std::string& path, backend::Ops& ops);
+  // Weights go to `backend`, which must outlive the model.
+  static Result<std::unique_ptr<Model>> load(const std::string& path, backend::Backend& backend);
   const Ds4Shape& shape() const { return shape_; }
   const ModelWeights& weights() const { return weights_; }
   const gguf::GgufFile& file() const { return file_; }
-  // Per-pair RoPE frequencies [n_rot/2]: main (sliding layers) and compress (CSA/HCA, YaRN).
-  const std::vector<float>& freqs(bool compress) const { return compress ? compress_freqs_ : main_freqs_; }
+  backend::Backend& backend() const { return *backend_; }
+  // Per-pair RoPE frequencies [n_rot/2] on the backend: main (sliding layers) and compress (CSA/HCA, YaRN).
+  const backend::Tensor& freqs(bool compress) const { return compress ? compress_freqs_ : main_freqs_; }
   // "DeepSeek V4 Flash" for the real shape, else a description of the shape.
   std::string describe() const;
 
  private:
   gguf::GgufFile file_;
   Ds4Shape shape_;
+  backend::Backend* backend_ = nullptr;
+  std::vector<backend::Buffer> storage_;  // backend memory the weights and frequencies live in
   ModelWeights weights_;
-  std::vector<float> main_freqs_, compress_freqs_;
+  backend::Tensor main_freqs_, compress_freqs_;
 };
 
 // Both frequency sets of spec §2, computed in double and rounded once.
 std::vector<float> rope_freqs(const Ds4Shape& s, bool compress);
 
-struct CompressorState {
-  std::vector<float> a, z;         // [n_rows][width] pending token rows (z includes ape)
-  int64_t first_pos = 0;           // position of row 0
-  int64_t n_rows = 0;
-  std::vector<float> entries;      // [n_entries][d] compressed rows (normed, roped)
-  int64_t n_entries = 0;
-};
-
+// One layer's timeline state: backend tensors inside the session's state buffer.
 struct LayerState {
-  std::vector<float> raw;          // [raw_rows][head_dim] last ≤ W−1 kv rows, oldest first
-  int64_t raw_rows = 0;
-  CompressorState comp, idx;
+  backend::Tensor raw;                 // [W][head_dim] ring: kv row of position p at slot p mod W
+  backend::CompressorTensors comp;     // CSA/HCA compressor (entries [ctx/r + 1][head_dim])
+  backend::CompressorTensors idx;      // CSA indexer compressor (entries [ctx/r + 1][idx_head_dim])
 };
 
-// A cheap rewind point on a session's timeline. Compressed rows (entries) are append-only, so a
-// checkpoint keeps only what later tokens overwrite or consume — the raw window, the compressors'
-// pending rows — plus the entry counts; rewinding truncates the entries back to those counts.
-// Size: n_layer · (W−1) · head_dim floats plus the pending rows (≈ 20 MB for the real Flash),
+// A cheap rewind point on a session's timeline: the position and host copies of the rings (raw
+// window, compressor pending rows). Compressed entries are append-only and their count follows
+// from the position, so a checkpoint needs none of them: rewinding restores the rings and the
+// position, and entries past ⌊pos/r⌋ are never read again before they are rewritten.
+// Size: n_layer · W · head_dim floats plus the compressor rings (≈ 11 MB for the real Flash),
 // independent of the context length (a full snapshot() grows with it).
 struct SessionCheckpoint {
   int64_t pos = 0;
-  std::vector<LayerState> layers;  // entries vectors left empty; n_entries holds the counts
+  std::vector<float> rings;  // every layer's rings, in LayerState order
   int64_t bytes() const;
 };
 
@@ -79,13 +79,20 @@ struct PhaseTimes {
 
 class Session {
  public:
-  // ctx: the most tokens this timeline may hold; entry storage is reserved for it up front.
-  Session(const Model& model, backend::Ops& ops, int64_t ctx);
+  // ctx: the most tokens this timeline may hold; max_chunk: the most tokens one step computes
+  // (0: min(ctx, 512)); longer forward() calls run in steps of max_chunk. State and activations
+  // are allocated on the model's backend here, once: check ok() before use.
+  Session(const Model& model, int64_t ctx, int64_t max_chunk = 0);
+  ~Session();
+  // The allocation's result (an out-of-memory error names the bytes).
+  const Status& status() const { return status_; }
 
-  // Back to exactly the initial state (all buffers cleared, not only counters).
+  // Back to exactly the initial state (position 0, every ring cleared; entries past the position
+  // are never read).
   void reset();
   int64_t position() const { return pos_; }
   int64_t ctx() const { return ctx_; }
+  int64_t max_chunk() const { return max_chunk_; }
 
   // Appends tokens to the timeline. logits: null, or [n][vocab] (all_logits) / [vocab] (last only).
   Status forward(std::span<const int32_t> tokens, float* logits, bool all_logits);
@@ -107,36 +114,41 @@ class Session {
   const PhaseTimes& times() const { return times_; }
   void clear_times() { times_ = PhaseTimes{}; }
 
-  // Memory reserved for the whole context, and the growth per token at full use.
+  // Backend memory reserved for the whole context (state + activations), and the growth per token at
+  // full use.
   int64_t reserved_bytes() const;
   double bytes_per_token() const;
 
  private:
-  Status forward_chunk(std::span<const int32_t> tokens, float* logits, bool all_logits);
-  Status attention_block(int64_t layer, const std::vector<int64_t>& pos, std::vector<float>& X);
-  Status ffn_block(int64_t layer, std::span<const int32_t> tokens, std::vector<float>& X);
-  Status compressor_step(CompressorState& st, const std::vector<float>& x, const std::vector<int64_t>& pos,
-                         int64_t ratio, int64_t coff, int64_t d, const Weight& kv_w, const Weight& gate_w,
-                         const std::vector<float>& ape, const std::vector<float>& norm);
-  Status hc_pre_block(const Weight& fn, const std::vector<float>& scale, const std::vector<float>& base,
-                      const std::vector<float>& X, int64_t n, std::vector<float>& x, std::vector<float>& post,
-                      std::vector<float>& comb);
+  struct Activations;
+  Status allocate();
+  Status forward_step(std::span<const int32_t> tokens, float* logits, bool all_logits);
+  void attention_block(int64_t layer, int64_t p0, int64_t n);
+  void ffn_block(int64_t layer, int64_t n);
+  void hc_pre_block(const Weight& fn, const backend::Tensor& scale, const backend::Tensor& base, int64_t n);
+  void compressor_block(const backend::CompressorTensors& state, const backend::Tensor& a, const backend::Tensor& z,
+                        const backend::Tensor& ape, const backend::Tensor& norm, int64_t p0, int64_t ratio,
+                        int64_t coff, int64_t d);
+  Status head(int64_t n, float* logits, bool all_logits);
+
+  static constexpr int64_t kDefaultMaxChunk = 512;
+  static constexpr int64_t kLogitRows = 64;
 
   const Model& model_;
-  backend::Ops& ops_;
+  backend::Backend& backend_;
   int64_t ctx_;
+  int64_t max_chunk_;
+  int64_t logit_rows_;  // rows of logits computed per download
   int64_t pos_ = 0;
+  Status status_;
+  backend::Buffer state_buf_, arena_buf_;
+  backend::Tensor rings_;     // F32 [1][ring floats]: every layer's rings, one region of state_buf_
+  std::vector<float> zeros_;  // host zeros the size of rings_ (reset)
   std::vector<LayerState> layers_;
+  std::unique_ptr<Activations> act_;
+  std::vector<backend::MatmulJob> jobs_;  // reused job list (output groups, projections)
   bool timing_ = false;
   PhaseTimes times_;
-  // The largest per-chunk buffers, kept between calls so that every chunk does not allocate, fault in
-  // and zero them again (a 512-token chunk of the real Flash: attention's queries and outputs 64 MiB
-  // each, the routed experts' rows 25-50 MiB each). Scratch only: no state, each element written
-  // before it is read within a call.
-  struct Scratch {
-    std::vector<float> q, o;                 // attention: n × heads × head_dim
-    std::vector<float> xe, ge, ue, he, ye, y;  // MoE: (token, expert) pairs × width
-  } scratch_;
 };
 
 }  // namespace dsv4::model

@@ -1,5 +1,6 @@
 // model/session.cpp — Model loading, RoPE frequencies, and the Session's state management
-// (reset, capacity, snapshot/restore). The layer loop is in forward.cpp.
+// (allocation of state and activations on the backend, reset, capacity, checkpoints,
+// snapshot/restore). The layer loop is in forward.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "model/activations.h"
 #include "model/model.h"
 
 namespace dsv4::model {
@@ -38,13 +40,21 @@ std::vector<float> rope_freqs(const Ds4Shape& s, bool compress) {
   return out;
 }
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Ops& ops) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Backend& backend) {
   auto m = std::unique_ptr<Model>(new Model());
+  m->backend_ = &backend;
   DSV4_ASSIGN_OR_RETURN(m->file_, gguf::GgufFile::open(path));
   DSV4_ASSIGN_OR_RETURN(m->shape_, shape_from_gguf(m->file_));
-  DSV4_ASSIGN_OR_RETURN(m->weights_, bind_weights(m->file_, m->shape_, ops));
-  m->main_freqs_ = rope_freqs(m->shape_, false);
-  m->compress_freqs_ = rope_freqs(m->shape_, true);
+  DSV4_ASSIGN_OR_RETURN(m->weights_, bind_weights(m->file_, m->shape_, backend, m->storage_));
+  for (bool compress : {false, true}) {
+    const std::vector<float> f = rope_freqs(m->shape_, compress);
+    const int64_t bytes = static_cast<int64_t>(f.size() * sizeof(float));
+    DSV4_ASSIGN_OR_RETURN(backend::Buffer buf, backend.allocate(bytes));
+    backend::Tensor& t = compress ? m->compress_freqs_ : m->main_freqs_;
+    t = backend::make_2d(TensorType::kF32, buf.data(), static_cast<int64_t>(f.size()), 1);
+    backend.upload(t, f.data(), bytes);
+    m->storage_.push_back(std::move(buf));
+  }
   return m;
 }
 
@@ -58,24 +68,121 @@ std::string Model::describe() const {
   return buf;
 }
 
-Session::Session(const Model& model, backend::Ops& ops, int64_t ctx) : model_(model), ops_(ops), ctx_(ctx) { reset(); }
+Session::Session(const Model& model, int64_t ctx, int64_t max_chunk)
+    : model_(model),
+      backend_(model.backend()),
+      ctx_(ctx),
+      max_chunk_(max_chunk > 0 ? max_chunk : std::min<int64_t>(std::max<int64_t>(ctx, 1), kDefaultMaxChunk)),
+      logit_rows_(std::min<int64_t>(max_chunk_, kLogitRows)),
+      act_(std::make_unique<Activations>()) {
+  status_ = allocate();
+  if (status_.ok()) reset();
+}
 
-void Session::reset() {
+Session::~Session() = default;
+
+Status Session::allocate() {
   const Ds4Shape& s = model_.shape();
-  pos_ = 0;
-  layers_.assign(static_cast<size_t>(s.n_layer), LayerState{});
+  if (ctx_ < 1) return invalid_argument("session: context must be at least 1 token");
+  // State: every ring first (one contiguous region: cleared, checkpointed and rewound as a whole),
+  // then the compressed entries.
+  backend::ArenaPlan state;
+  struct Slots {
+    int raw = -1, comp_a = -1, comp_z = -1, idx_a = -1, idx_z = -1, comp_e = -1, idx_e = -1;
+  };
+  std::vector<Slots> slots(static_cast<size_t>(s.n_layer));
   for (int64_t il = 0; il < s.n_layer; ++il) {
-    LayerState& ls = layers_[static_cast<size_t>(il)];
-    ls.raw.reserve(static_cast<size_t>((s.n_swa - 1) * s.head_dim));
+    Slots& sl = slots[static_cast<size_t>(il)];
+    sl.raw = state.add(TensorType::kF32, s.head_dim, s.n_swa);
     const AttentionKind kind = s.attention_kind(il);
     if (kind == AttentionKind::kSliding) continue;
-    const int64_t r = s.compress_ratio[static_cast<size_t>(il)];
-    ls.comp.entries.reserve(static_cast<size_t>((ctx_ / r + 1) * s.head_dim));
-    if (kind == AttentionKind::kCsa) ls.idx.entries.reserve(static_cast<size_t>((ctx_ / r + 1) * s.idx_head_dim));
+    const int64_t r = s.compress_ratio[static_cast<size_t>(il)], coff = kind == AttentionKind::kCsa ? 2 : 1;
+    sl.comp_a = state.add(TensorType::kF32, coff * s.head_dim, coff * r);
+    sl.comp_z = state.add(TensorType::kF32, coff * s.head_dim, coff * r);
+    if (kind == AttentionKind::kCsa) {
+      sl.idx_a = state.add(TensorType::kF32, 2 * s.idx_head_dim, 2 * r);
+      sl.idx_z = state.add(TensorType::kF32, 2 * s.idx_head_dim, 2 * r);
+    }
   }
+  const int64_t ring_bytes = state.bytes();
+  for (int64_t il = 0; il < s.n_layer; ++il) {
+    const AttentionKind kind = s.attention_kind(il);
+    if (kind == AttentionKind::kSliding) continue;
+    const int64_t cap = ctx_ / s.compress_ratio[static_cast<size_t>(il)] + 1;
+    slots[static_cast<size_t>(il)].comp_e = state.add(TensorType::kF32, s.head_dim, cap);
+    if (kind == AttentionKind::kCsa) slots[static_cast<size_t>(il)].idx_e = state.add(TensorType::kF32, s.idx_head_dim, cap);
+  }
+  auto sbuf = state.allocate(backend_);
+  if (!sbuf.ok()) return sbuf.status().with_context("session state for " + std::to_string(ctx_) + " tokens");
+  state_buf_ = std::move(*sbuf);
+  rings_ = backend::make_2d(TensorType::kF32, state_buf_.data(), ring_bytes / static_cast<int64_t>(sizeof(float)), 1);
+  layers_.assign(static_cast<size_t>(s.n_layer), LayerState{});
+  for (int64_t il = 0; il < s.n_layer; ++il) {
+    const Slots& sl = slots[static_cast<size_t>(il)];
+    LayerState& ls = layers_[static_cast<size_t>(il)];
+    auto at = [&](int slot) { return slot < 0 ? backend::Tensor{} : state.at(state_buf_, slot); };
+    ls.raw = at(sl.raw);
+    ls.comp = {at(sl.comp_a), at(sl.comp_z), at(sl.comp_e)};
+    ls.idx = {at(sl.idx_a), at(sl.idx_z), at(sl.idx_e)};
+  }
+
+  // Activations for max_chunk tokens.
+  const int64_t n = max_chunk_, D = s.n_embd, hc = s.hc_mult;
+  backend::ArenaPlan plan;
+  struct Entry {
+    backend::Tensor Activations::*member;
+    TensorType type;
+    int64_t cols, rows;
+  };
+  const Entry entries[] = {
+      {&Activations::tokens, TensorType::kI32, 1, n},
+      {&Activations::X, TensorType::kF32, hc * D, n},
+      {&Activations::X_next, TensorType::kF32, hc * D, n},
+      {&Activations::streams, TensorType::kF32, hc * D, n},
+      {&Activations::mix, TensorType::kF32, s.hc_mix(), n},
+      {&Activations::collapsed, TensorType::kF32, D, n},
+      {&Activations::post, TensorType::kF32, hc, n},
+      {&Activations::comb, TensorType::kF32, hc * hc, n},
+      {&Activations::x, TensorType::kF32, D, n},
+      {&Activations::cq, TensorType::kF32, s.q_lora_rank, n},
+      {&Activations::q, TensorType::kF32, s.q_dim(), n},
+      {&Activations::kv, TensorType::kF32, s.head_dim, n},
+      {&Activations::comp_a, TensorType::kF32, 2 * s.head_dim, n},
+      {&Activations::comp_z, TensorType::kF32, 2 * s.head_dim, n},
+      {&Activations::idx_a, TensorType::kF32, 2 * s.idx_head_dim, n},
+      {&Activations::idx_z, TensorType::kF32, 2 * s.idx_head_dim, n},
+      {&Activations::qI, TensorType::kF32, s.idx_n_head * s.idx_head_dim, n},
+      {&Activations::gI, TensorType::kF32, s.idx_n_head, n},
+      {&Activations::topk, TensorType::kI32, s.idx_topk, n},
+      {&Activations::o, TensorType::kF32, s.q_dim(), n},
+      {&Activations::v, TensorType::kF32, s.wo_a_out(), n},
+      {&Activations::y, TensorType::kF32, D, n},
+      {&Activations::router, TensorType::kF32, s.n_expert, n},
+      {&Activations::expert_ids, TensorType::kI32, s.n_expert_used, n},
+      {&Activations::expert_w, TensorType::kF32, s.n_expert_used, n},
+      {&Activations::head_mix, TensorType::kF32, hc, logit_rows_},
+      {&Activations::head_y, TensorType::kF32, D, logit_rows_},
+      {&Activations::logits, TensorType::kF32, s.n_vocab, logit_rows_},
+  };
+  std::vector<int> at;
+  for (const Entry& e : entries) at.push_back(plan.add(e.type, e.cols, e.rows));
+  auto abuf = plan.allocate(backend_);
+  if (!abuf.ok()) return abuf.status().with_context("activations for steps of " + std::to_string(n) + " tokens");
+  arena_buf_ = std::move(*abuf);
+  for (size_t i = 0; i < std::size(entries); ++i) (*act_).*(entries[i].member) = plan.at(arena_buf_, at[i]);
+  jobs_.reserve(static_cast<size_t>(std::max<int64_t>(s.o_groups, 8)));
+  zeros_.assign(static_cast<size_t>(rings_.ne[0]), 0.0f);
+  return ok_status();
+}
+
+void Session::reset() {
+  pos_ = 0;
+  if (!status_.ok()) return;
+  backend_.upload(rings_, zeros_.data(), rings_.ne[0] * static_cast<int64_t>(sizeof(float)));
 }
 
 Status Session::forward(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+  DSV4_RETURN_IF_ERROR(status_);
   if (tokens.empty()) return invalid_argument("forward: no tokens");
   const Ds4Shape& s = model_.shape();
   if (pos_ + static_cast<int64_t>(tokens.size()) > ctx_)
@@ -85,7 +192,13 @@ Status Session::forward(std::span<const int32_t> tokens, float* logits, bool all
     if (t < 0 || t >= s.n_vocab)
       return out_of_range("forward: token id " + std::to_string(t) + " outside the vocabulary of " +
                           std::to_string(s.n_vocab));
-  return forward_chunk(tokens, logits, all_logits);
+  const int64_t total = static_cast<int64_t>(tokens.size());
+  for (int64_t b = 0; b < total; b += max_chunk_) {
+    const int64_t m = std::min(max_chunk_, total - b);
+    float* out = logits == nullptr ? nullptr : all_logits ? logits + b * s.n_vocab : (b + m == total ? logits : nullptr);
+    DSV4_RETURN_IF_ERROR(forward_step(tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(m)), out, all_logits));
+  }
+  return ok_status();
 }
 
 double Session::bytes_per_token() const {
@@ -101,75 +214,39 @@ double Session::bytes_per_token() const {
   return b;
 }
 
-int64_t Session::reserved_bytes() const {
-  int64_t b = 0;
-  for (const LayerState& ls : layers_)
-    b += static_cast<int64_t>((ls.raw.capacity() + ls.comp.entries.capacity() + ls.idx.entries.capacity()) * sizeof(float));
-  return b;
-}
+int64_t Session::reserved_bytes() const { return state_buf_.bytes() + arena_buf_.bytes(); }
 
 int64_t SessionCheckpoint::bytes() const {
-  int64_t b = 0;
-  for (const LayerState& ls : layers)
-    b += static_cast<int64_t>((ls.raw.size() + ls.comp.a.size() + ls.comp.z.size() + ls.idx.a.size() + ls.idx.z.size()) *
-                              sizeof(float));
-  return b + static_cast<int64_t>(sizeof(SessionCheckpoint) + layers.size() * sizeof(LayerState));
+  return static_cast<int64_t>(sizeof(SessionCheckpoint) + rings.size() * sizeof(float));
 }
 
 SessionCheckpoint Session::checkpoint() const {
-  const int64_t head_dim = model_.shape().head_dim;
   SessionCheckpoint c;
   c.pos = pos_;
-  c.layers.resize(layers_.size());
-  for (size_t il = 0; il < layers_.size(); ++il) {
-    const LayerState& src = layers_[il];
-    LayerState& dst = c.layers[il];
-    dst.raw_rows = src.raw_rows;
-    dst.raw.assign(src.raw.begin(), src.raw.begin() + src.raw_rows * head_dim);
-    for (auto [from, to] : {std::pair{&src.comp, &dst.comp}, std::pair{&src.idx, &dst.idx}}) {
-      to->a = from->a;
-      to->z = from->z;
-      to->first_pos = from->first_pos;
-      to->n_rows = from->n_rows;
-      to->n_entries = from->n_entries;
-    }
-  }
+  if (!status_.ok()) return c;
+  c.rings.resize(static_cast<size_t>(rings_.ne[0]));
+  if (!backend_.download(rings_, c.rings.data(), rings_.ne[0] * static_cast<int64_t>(sizeof(float))).ok()) c.rings.clear();
   return c;
 }
 
 Status Session::rewind(const SessionCheckpoint& c) {
-  if (c.layers.size() != layers_.size()) return invalid_argument("rewind: checkpoint from another model");
+  DSV4_RETURN_IF_ERROR(status_);
+  if (c.rings.size() != static_cast<size_t>(rings_.ne[0])) return invalid_argument("rewind: checkpoint from another model or session");
   if (c.pos > pos_)
     return invalid_argument("rewind: checkpoint at " + std::to_string(c.pos) + " is ahead of the position " +
                             std::to_string(pos_));
-  for (size_t il = 0; il < layers_.size(); ++il)
-    if (c.layers[il].comp.n_entries > layers_[il].comp.n_entries || c.layers[il].idx.n_entries > layers_[il].idx.n_entries)
-      return invalid_argument("rewind: checkpoint does not belong to this timeline (layer " + std::to_string(il) + ")");
-  for (size_t il = 0; il < layers_.size(); ++il) {
-    const LayerState& src = c.layers[il];
-    LayerState& dst = layers_[il];
-    dst.raw_rows = src.raw_rows;
-    dst.raw.assign(src.raw.begin(), src.raw.end());
-    for (auto [from, to] : {std::pair{&src.comp, &dst.comp}, std::pair{&src.idx, &dst.idx}}) {
-      const int64_t edim = to->n_entries > 0 ? static_cast<int64_t>(to->entries.size()) / to->n_entries : 0;
-      to->a = from->a;
-      to->z = from->z;
-      to->first_pos = from->first_pos;
-      to->n_rows = from->n_rows;
-      to->entries.resize(static_cast<size_t>(from->n_entries * edim));
-      to->n_entries = from->n_entries;
-    }
-  }
+  backend_.upload(rings_, c.rings.data(), rings_.ne[0] * static_cast<int64_t>(sizeof(float)));
   pos_ = c.pos;
   return ok_status();
 }
 
-// Snapshot layout (little-endian): "DSV4SNAP" u32 version=1, u64 n_layer, u64 n_embd, u64 vocab,
-// i64 position, then per layer: raw (i64 rows, floats), and for comp and idx: i64 first_pos,
-// i64 n_rows, i64 width, floats a, floats z, i64 n_entries, i64 entry_dim, floats entries.
+// Snapshot layout (little-endian): "DSV4SNAP" u32 version=2, u64 n_layer, u64 n_embd, u64 vocab,
+// i64 position, i64 ring_floats, floats rings (every layer's rings, LayerState order, the state
+// buffer's layout), then per compressed layer for comp and (CSA) idx: i64 n_entries (= ⌊pos/r⌋),
+// i64 entry_dim, floats entries.
 namespace {
 constexpr char kSnapMagic[8] = {'D', 'S', 'V', '4', 'S', 'N', 'A', 'P'};
-constexpr uint32_t kSnapVersion = 1;
+constexpr uint32_t kSnapVersion = 2;
 
 void put(std::vector<uint8_t>& out, const void* p, size_t n) {
   if (n == 0) return;
@@ -178,25 +255,27 @@ void put(std::vector<uint8_t>& out, const void* p, size_t n) {
   std::memcpy(out.data() + old, p, n);
 }
 void put_i64(std::vector<uint8_t>& out, int64_t v) { put(out, &v, 8); }
-void put_floats(std::vector<uint8_t>& out, const std::vector<float>& v, size_t n) { put(out, v.data(), n * 4); }
 
 struct Reader {
   std::span<const uint8_t> b;
   size_t off = 0;
   bool get(void* p, size_t n) {
-    if (n == 0) return true;  // (p may be null for an empty vector)
+    if (n == 0) return true;
     if (b.size() - off < n) return false;
     std::memcpy(p, b.data() + off, n);
     off += n;
     return true;
   }
   bool i64(int64_t& v) { return get(&v, 8); }
-  bool floats(std::vector<float>& v, int64_t n) {
-    if (n < 0 || static_cast<uint64_t>(n) > (b.size() - off) / 4) return false;
-    v.resize(static_cast<size_t>(n));
-    return get(v.data(), static_cast<size_t>(n) * 4);
+  // The next n floats in place (nullptr if truncated).
+  const uint8_t* floats(int64_t n) {
+    if (n < 0 || static_cast<uint64_t>(n) > (b.size() - off) / 4) return nullptr;
+    const uint8_t* p = b.data() + off;
+    off += static_cast<size_t>(n) * 4;
+    return p;
   }
 };
+
 }  // namespace
 
 std::vector<uint8_t> Session::snapshot() const {
@@ -208,27 +287,29 @@ std::vector<uint8_t> Session::snapshot() const {
   put_i64(out, s.n_embd);
   put_i64(out, s.n_vocab);
   put_i64(out, pos_);
-  for (int64_t il = 0; il < s.n_layer; ++il) {
-    const LayerState& ls = layers_[static_cast<size_t>(il)];
-    put_i64(out, ls.raw_rows);
-    put_floats(out, ls.raw, static_cast<size_t>(ls.raw_rows * s.head_dim));
-    for (const CompressorState* c : {&ls.comp, &ls.idx}) {
-      const int64_t width = c->n_rows > 0 ? static_cast<int64_t>(c->a.size()) / c->n_rows : 0;
-      const int64_t edim = c->n_entries > 0 ? static_cast<int64_t>(c->entries.size()) / c->n_entries : 0;
-      put_i64(out, c->first_pos);
-      put_i64(out, c->n_rows);
-      put_i64(out, width);
-      put_floats(out, c->a, static_cast<size_t>(c->n_rows * width));
-      put_floats(out, c->z, static_cast<size_t>(c->n_rows * width));
-      put_i64(out, c->n_entries);
-      put_i64(out, edim);
-      put_floats(out, c->entries, static_cast<size_t>(c->n_entries * edim));
+  put_i64(out, rings_.ne[0]);
+  auto download_into = [&](const backend::Tensor& t, int64_t bytes) {
+    const size_t old = out.size();
+    out.resize(old + static_cast<size_t>(bytes));
+    if (bytes > 0 && !backend_.download(t, out.data() + old, bytes).ok()) std::memset(out.data() + old, 0xff, static_cast<size_t>(bytes));
+  };
+  download_into(rings_, rings_.ne[0] * 4);
+  int64_t il = 0;
+  for (const LayerState& ls : layers_) {
+    const int64_t r = s.compress_ratio[static_cast<size_t>(il++)];
+    for (const backend::CompressorTensors* c : {&ls.comp, &ls.idx}) {
+      if (!c->entries.valid()) continue;
+      const int64_t n = pos_ / r, d = c->entries.ne[0];
+      put_i64(out, n);
+      put_i64(out, d);
+      download_into(c->entries, n * d * 4);
     }
   }
   return out;
 }
 
 Status Session::restore(std::span<const uint8_t> bytes) {
+  DSV4_RETURN_IF_ERROR(status_);
   const Ds4Shape& s = model_.shape();
   Reader rd{bytes};
   char magic[8];
@@ -236,26 +317,37 @@ Status Session::restore(std::span<const uint8_t> bytes) {
   if (!rd.get(magic, 8) || std::memcmp(magic, kSnapMagic, 8) != 0) return corrupt("snapshot: bad magic");
   if (!rd.get(&version, 4) || version != kSnapVersion)
     return unsupported("snapshot: version " + std::to_string(version) + ", expected " + std::to_string(kSnapVersion));
-  int64_t nl = 0, ne = 0, nv = 0, pos = 0;
+  int64_t nl = 0, ne = 0, nv = 0, pos = 0, ring_floats = 0;
   if (!rd.i64(nl) || !rd.i64(ne) || !rd.i64(nv) || !rd.i64(pos)) return corrupt("snapshot: truncated header");
   if (nl != s.n_layer || ne != s.n_embd || nv != s.n_vocab) return invalid_argument("snapshot: made for another model shape");
   if (pos < 0 || pos > ctx_) return out_of_range("snapshot: position " + std::to_string(pos) + " exceeds the context");
-  std::vector<LayerState> layers(static_cast<size_t>(nl));
-  for (int64_t il = 0; il < nl; ++il) {
-    LayerState& ls = layers[static_cast<size_t>(il)];
-    if (!rd.i64(ls.raw_rows) || ls.raw_rows < 0 || ls.raw_rows >= s.n_swa || !rd.floats(ls.raw, ls.raw_rows * s.head_dim))
-      return corrupt("snapshot: layer " + std::to_string(il) + " raw window");
-    for (CompressorState* c : {&ls.comp, &ls.idx}) {
-      int64_t width = 0, edim = 0;
-      if (!rd.i64(c->first_pos) || !rd.i64(c->n_rows) || !rd.i64(width) || c->n_rows < 0 || width < 0 ||
-          width > 4 * s.head_dim || !rd.floats(c->a, c->n_rows * width) || !rd.floats(c->z, c->n_rows * width) ||
-          !rd.i64(c->n_entries) || !rd.i64(edim) || c->n_entries < 0 || edim < 0 || edim > s.head_dim ||
-          !rd.floats(c->entries, c->n_entries * edim))
-        return corrupt("snapshot: layer " + std::to_string(il) + " compressor state");
+  if (!rd.i64(ring_floats) || ring_floats != rings_.ne[0]) return corrupt("snapshot: ring state of another size");
+  const uint8_t* rings = rd.floats(ring_floats);
+  if (rings == nullptr) return corrupt("snapshot: truncated ring state");
+  // Validate everything before touching the session.
+  struct Part {
+    backend::Tensor t;
+    const uint8_t* src;
+    int64_t bytes;
+  };
+  std::vector<Part> parts;
+  int64_t il = 0;
+  for (const LayerState& ls : layers_) {
+    const int64_t r = s.compress_ratio[static_cast<size_t>(il)];
+    for (const backend::CompressorTensors* c : {&ls.comp, &ls.idx}) {
+      if (!c->entries.valid()) continue;
+      int64_t n = 0, d = 0;
+      const uint8_t* src = nullptr;
+      if (!rd.i64(n) || !rd.i64(d) || n != pos / r || d != c->entries.ne[0] || (src = rd.floats(n * d)) == nullptr)
+        return corrupt("snapshot: layer " + std::to_string(il) + " compressed entries");
+      parts.push_back({c->entries, src, n * d * 4});
     }
+    ++il;
   }
   if (rd.off != bytes.size()) return corrupt("snapshot: trailing bytes");
-  layers_ = std::move(layers);
+  backend_.upload(rings_, rings, ring_floats * 4);
+  for (const Part& p : parts)
+    if (p.bytes > 0) backend_.upload(p.t, p.src, p.bytes);
   pos_ = pos;
   return ok_status();
 }

@@ -13,7 +13,7 @@ namespace {
 // The GGUF suffix after "blk.N." → where it goes in LayerWeights (a view or a small f32 copy).
 struct Slot {
   Weight LayerWeights::*view = nullptr;
-  std::vector<float> LayerWeights::*small = nullptr;
+  Weight LayerWeights::*small = nullptr;
 };
 
 const std::map<std::string, Slot>& layer_slots() {
@@ -57,7 +57,9 @@ const std::map<std::string, Slot>& layer_slots() {
   return m;
 }
 
-Result<Weight> view_of(const gguf::GgufFile& f, const TensorSpec& spec) {
+// The host view of a manifest tensor, checked against the manifest's shape and what `backend` can
+// compute with: large weights need its matmul (or embedding) kernels, small ones its dequantizer.
+Result<Weight> view_of(const gguf::GgufFile& f, const TensorSpec& spec, const backend::Backend& backend, bool small) {
   const gguf::TensorInfo* t = f.find_tensor(spec.name);
   if (t == nullptr) return not_found(f.name() + ": missing tensor '" + spec.name + "'");
   for (int d = 0; d < 4; ++d) {
@@ -75,47 +77,59 @@ Result<Weight> view_of(const gguf::GgufFile& f, const TensorSpec& spec) {
     }
   }
   const bool is_table = spec.role == TensorRole::kHashTable;
-  if (is_table ? t->type != TensorType::kI32 : !tensor_type_info(t->type).has_kernels || t->type == TensorType::kI32)
+  const backend::Op use = small || spec.name == "token_embd.weight" ? backend::Op::kEmbed : backend::Op::kMatmul;
+  if (is_table ? t->type != TensorType::kI32 : t->type == TensorType::kI32 || !backend.supports(use, t->type))
     return unsupported(f.name() + ": tensor '" + spec.name + "' has type " + std::string(tensor_type_name(t->type)) +
                        (is_table ? ", expected i32" : ", which dsv4 cannot compute with"));
-  Weight w;
-  w.type = t->type;
-  w.n_dims = static_cast<int>(t->n_dims);
-  for (int d = 0; d < 4; ++d) w.ne[d] = t->ne[d];
-  w.data = t->data;
-  return w;
+  return backend::make_nd(t->type, const_cast<uint8_t*>(t->data), static_cast<int>(t->n_dims), t->ne);
+}
+
+// Hash routing reads table[token][k] on the backend without checks: every entry must name an expert.
+Status check_hash_table(const std::string& name, const Weight& table, int64_t n_expert) {
+  const int32_t* v = static_cast<const int32_t*>(table.data);
+  const int64_t n = table.ne[0] * table.ne[1];
+  for (int64_t i = 0; i < n; ++i)
+    if (v[i] < 0 || v[i] >= n_expert)
+      return corrupt(name + ": entry " + std::to_string(i) + " (token " + std::to_string(i / table.ne[0]) +
+                     ") names expert " + std::to_string(v[i]) + ", outside [0, " + std::to_string(n_expert) + ")");
+  return ok_status();
 }
 
 }  // namespace
 
-Result<ModelWeights> bind_weights(const gguf::GgufFile& f, const Ds4Shape& shape, backend::Ops& ops) {
+Result<ModelWeights> bind_weights(const gguf::GgufFile& f, const Ds4Shape& shape, backend::Backend& backend,
+                                  std::vector<backend::Buffer>& storage) {
   ModelWeights mw;
   mw.layers.resize(static_cast<size_t>(shape.n_layer));
-  auto small = [&](const Weight& w, std::vector<float>& out) -> Status {
-    out.resize(static_cast<size_t>(w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3]));
-    return ops.dequantize(w, out.data());
-  };
   for (const TensorSpec& spec : ds4_tensor_manifest(shape)) {
-    DSV4_ASSIGN_OR_RETURN(Weight w, view_of(f, spec));
+    const std::string prefix = "blk." + std::to_string(spec.layer) + ".";
+    const auto it = spec.layer < 0 ? layer_slots().end() : layer_slots().find(spec.name.substr(prefix.size()));
+    const bool small = spec.role == TensorRole::kNorm || spec.role == TensorRole::kHcSmall ||
+                       spec.role == TensorRole::kAttnSinks || spec.role == TensorRole::kCompressorApe ||
+                       spec.role == TensorRole::kRouterBias;
+    DSV4_ASSIGN_OR_RETURN(Weight host, view_of(f, spec, backend, small));
+    if (spec.role == TensorRole::kHashTable) DSV4_RETURN_IF_ERROR(check_hash_table(f.name() + ": " + spec.name, host, shape.n_expert));
+    auto load = [&](Weight& dst) -> Status {
+      auto w = small ? backend.load_weight_f32(host, storage) : backend.load_weight(host, storage);
+      if (!w.ok()) return w.status().with_context(spec.name);
+      dst = *w;
+      return ok_status();
+    };
     if (spec.layer < 0) {
-      if (spec.name == "token_embd.weight") mw.tok_embd = w;
-      else if (spec.name == "output.weight") mw.output = w;
-      else if (spec.name == "output_hc_fn.weight") mw.out_hc_fn = w;
-      else if (spec.name == "output_hc_base.weight") DSV4_RETURN_IF_ERROR(small(w, mw.out_hc_base));
-      else if (spec.name == "output_hc_scale.weight") DSV4_RETURN_IF_ERROR(small(w, mw.out_hc_scale));
-      else if (spec.name == "output_norm.weight") DSV4_RETURN_IF_ERROR(small(w, mw.out_norm));
+      Weight* dst = spec.name == "token_embd.weight"        ? &mw.tok_embd
+                    : spec.name == "output.weight"          ? &mw.output
+                    : spec.name == "output_hc_fn.weight"    ? &mw.out_hc_fn
+                    : spec.name == "output_hc_base.weight"  ? &mw.out_hc_base
+                    : spec.name == "output_hc_scale.weight" ? &mw.out_hc_scale
+                    : spec.name == "output_norm.weight"     ? &mw.out_norm
+                                                            : nullptr;
+      if (dst == nullptr) return internal_error("no binding for manifest tensor '" + spec.name + "'");
+      DSV4_RETURN_IF_ERROR(load(*dst));
       continue;
     }
-    const std::string prefix = "blk." + std::to_string(spec.layer) + ".";
-    const std::string suffix = spec.name.substr(prefix.size());
-    auto it = layer_slots().find(suffix);
     if (it == layer_slots().end()) return internal_error("no binding for manifest tensor '" + spec.name + "'");
     LayerWeights& lw = mw.layers[static_cast<size_t>(spec.layer)];
-    if (it->second.view != nullptr) {
-      lw.*(it->second.view) = w;
-    } else {
-      DSV4_RETURN_IF_ERROR(small(w, lw.*(it->second.small)).with_context(spec.name));
-    }
+    DSV4_RETURN_IF_ERROR(load(lw.*(it->second.view != nullptr ? it->second.view : it->second.small)));
   }
   return mw;
 }

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <random>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/registry/registry.h"
 #include "engine_fixture.h"
 #include "model/model.h"
 
@@ -71,11 +71,16 @@ TEST_F(EngineTest, GreedyEqualsTheSessionArgmaxLoop) {
   GenerationResult res;
   const Collect c = run(*engine_, raw_request(prompt, 24, 0.0f, 0), &res);
   // Reference: a bare session, argmax (lowest id on ties), no eos stop (the first eos ends both).
-  ThreadPool pool(1);
-  cpu::CpuOps ops(&pool, SimdLevel::kScalar);
-  auto m = model::Model::load(testing::tiny_engine_model(), ops);
+  backend::BackendOptions o;
+  o.kind = backend::BackendKind::kCpu;
+  o.threads = 1;
+  o.simd = SimdLevel::kScalar;
+  auto b = backend::create_backend(o);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  auto m = model::Model::load(testing::tiny_engine_model(), **b);
   ASSERT_TRUE(m.ok());
-  model::Session s(**m, ops, 1024);
+  model::Session s(**m, 1024);
+  ASSERT_TRUE(s.status().ok());
   std::vector<float> logits(static_cast<size_t>((*m)->shape().n_vocab));
   ASSERT_TRUE(s.forward(prompt, logits.data(), false).ok());
   std::vector<int32_t> want;

@@ -10,12 +10,23 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/registry/registry.h"
 #include "model/model.h"
 #include "tools/synth.h"
 
 namespace dsv4::model {
 namespace {
+
+std::unique_ptr<backend::Backend> cpu_backend(bool amx) {
+  backend::BackendOptions o;
+  o.kind = backend::BackendKind::kCpu;
+  o.threads = 2;
+  o.simd = detected_simd_level();
+  o.amx = amx;
+  auto b = backend::create_backend(o);
+  EXPECT_TRUE(b.ok()) << b.status().to_string();
+  return b.ok() ? std::move(*b) : nullptr;
+}
 
 class SessionTest : public ::testing::Test {
  protected:
@@ -31,9 +42,8 @@ class SessionTest : public ::testing::Test {
     delete path_;
   }
   void SetUp() override {
-    pool_ = std::make_unique<ThreadPool>(2);
-    ops_ = std::make_unique<cpu::CpuOps>(pool_.get(), detected_simd_level(), /*amx=*/true);
-    auto m = Model::load(*path_, *ops_);
+    backend_ = cpu_backend(/*amx=*/true);
+    auto m = Model::load(*path_, *backend_);
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     model_ = std::move(*m);
   }
@@ -57,15 +67,14 @@ class SessionTest : public ::testing::Test {
   }
 
   static std::string* path_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<cpu::CpuOps> ops_;
+  std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<Model> model_;
 };
 std::string* SessionTest::path_ = nullptr;
 
 TEST_F(SessionTest, ChunkingAndResetNeverChangeBits) {
   const auto a = tokens(70, 1), b = tokens(41, 2);
-  Session s(*model_, *ops_, 256);
+  Session s(*model_, 256);
   const auto ref_a = run(s, a, 70);
   for (int chunk : {1, 3, 7, 13, 64}) {
     s.reset();
@@ -74,26 +83,26 @@ TEST_F(SessionTest, ChunkingAndResetNeverChangeBits) {
   // Second sequence after reset equals the same sequence in a fresh session.
   s.reset();
   const auto b_after = run(s, b, 5);
-  Session fresh(*model_, *ops_, 256);
+  Session fresh(*model_, 256);
   EXPECT_TRUE(same_bits(run(fresh, b, 41), b_after));
   EXPECT_EQ(s.snapshot(), fresh.snapshot());
   s.reset();
-  Session empty(*model_, *ops_, 256);
+  Session empty(*model_, 256);
   EXPECT_EQ(s.snapshot(), empty.snapshot());  // reset is the initial state, byte for byte
 }
 
 TEST_F(SessionTest, SnapshotRestoreContinuesExactly) {
   const auto t = tokens(60, 3);
-  Session straight(*model_, *ops_, 128);
+  Session straight(*model_, 128);
   const auto ref = run(straight, t, 60);
   const int64_t V = model_->shape().n_vocab;
-  Session s(*model_, *ops_, 128);
+  Session s(*model_, 128);
   const std::vector<int32_t> head(t.begin(), t.begin() + 33), tail(t.begin() + 33, t.end());
   run(s, head, 33);
   const auto snap = s.snapshot();
   const std::string file = ::testing::TempDir() + "/session.snap";
   ASSERT_TRUE(s.save(file).ok());
-  Session other(*model_, *ops_, 128);
+  Session other(*model_, 128);
   ASSERT_TRUE(other.load(file).ok());
   EXPECT_EQ(other.position(), 33);
   const auto rest = run(other, tail, 4);
@@ -105,7 +114,7 @@ TEST_F(SessionTest, SnapshotRestoreContinuesExactly) {
 }
 
 TEST_F(SessionTest, BadSnapshotsAndInputsAreClearErrors) {
-  Session s(*model_, *ops_, 16);
+  Session s(*model_, 16);
   auto snap = s.snapshot();
   snap[0] = 'X';
   EXPECT_EQ(s.restore(snap).code(), StatusCode::kCorrupt);
@@ -134,7 +143,7 @@ TEST_F(SessionTest, MissingOrMisshapedTensorNamesIt) {
     if (t.name.find("ffn_gate_exps") == std::string::npos) t = plan.tensors[static_cast<size_t>(&t - wide.tensors.data())];
   wide.shape = plan.shape;
   ASSERT_TRUE(tools::write_synth(wide, 1, path, pool).ok());
-  auto m = Model::load(path, *ops_);
+  auto m = Model::load(path, *backend_);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("ffn_gate_exps"), std::string::npos) << m.status().to_string();
   EXPECT_NE(m.status().message().find("expected [64,32,8]"), std::string::npos) << m.status().to_string();
@@ -148,7 +157,7 @@ TEST_F(SessionTest, RewindToCheckpointContinuesExactly) {
   const std::vector<int32_t> a = tokens(300, 11), b = tokens(90, 12);
   const int64_t V = model_->shape().n_vocab;
   for (int64_t cut : {1, 4, 37, 128, 129, 200, 255}) {
-    Session s(*model_, *ops_, 512);
+    Session s(*model_, 512);
     std::vector<float> scratch(static_cast<size_t>(V) * a.size());
     ASSERT_TRUE(s.forward(std::span<const int32_t>(a.data(), static_cast<size_t>(cut)), nullptr, false).ok());
     const SessionCheckpoint cp = s.checkpoint();
@@ -160,7 +169,7 @@ TEST_F(SessionTest, RewindToCheckpointContinuesExactly) {
     std::vector<float> got(static_cast<size_t>(V) * b.size());
     ASSERT_TRUE(s.forward(b, got.data(), true).ok());
 
-    Session fresh(*model_, *ops_, 512);
+    Session fresh(*model_, 512);
     ASSERT_TRUE(fresh.forward(std::span<const int32_t>(a.data(), static_cast<size_t>(cut)), nullptr, false).ok());
     std::vector<float> want(static_cast<size_t>(V) * b.size());
     ASSERT_TRUE(fresh.forward(b, want.data(), true).ok());
@@ -171,14 +180,14 @@ TEST_F(SessionTest, RewindToCheckpointContinuesExactly) {
 }
 
 TEST_F(SessionTest, RewindRejectsForeignCheckpoints) {
-  Session s(*model_, *ops_, 512);
+  Session s(*model_, 512);
   ASSERT_TRUE(s.forward(tokens(40, 3), nullptr, false).ok());
   const SessionCheckpoint ahead = s.checkpoint();
   s.reset();
   ASSERT_TRUE(s.forward(tokens(10, 3), nullptr, false).ok());
   EXPECT_FALSE(s.rewind(ahead).ok());  // ahead of the position
   SessionCheckpoint wrong = s.checkpoint();
-  wrong.layers.pop_back();
+  wrong.rings.pop_back();
   EXPECT_FALSE(s.rewind(wrong).ok());
 }
 
@@ -189,17 +198,17 @@ TEST(SessionQ8_0, AmxPrefillEqualsVectorPaths) {
   const std::string path = ::testing::TempDir() + "/session_q8_" + std::to_string(getpid()) + ".gguf";
   ThreadPool pool(2);
   ASSERT_TRUE(tools::write_synth(tools::plan_synth(*tools::synth_preset("tiny"), QuantMix::kQ8_0), 9, path, pool).ok());
-  cpu::CpuOps vector_ops(&pool, detected_simd_level(), /*amx=*/false), amx_ops(&pool, detected_simd_level(), /*amx=*/true);
-  auto plain = Model::load(path, vector_ops);
-  auto tiled = Model::load(path, amx_ops);
+  auto vector_backend = cpu_backend(/*amx=*/false), amx_backend = cpu_backend(/*amx=*/true);
+  auto plain = Model::load(path, *vector_backend);
+  auto tiled = Model::load(path, *amx_backend);
   std::remove(path.c_str());
   ASSERT_TRUE(plain.ok() && tiled.ok());
   const int64_t V = (*plain)->shape().n_vocab;
   std::mt19937 rng(5);
   std::vector<int32_t> t(70);
   for (auto& v : t) v = static_cast<int32_t>(rng() % static_cast<uint32_t>(V));
-  auto run = [&](Model& m, cpu::CpuOps& ops, size_t chunk) {
-    Session s(m, ops, 256);
+  auto run = [&](Model& m, size_t chunk) {
+    Session s(m, 256);
     std::vector<float> out(t.size() * static_cast<size_t>(V));
     for (size_t i = 0; i < t.size(); i += chunk) {
       const size_t n = std::min(t.size() - i, chunk);
@@ -207,10 +216,10 @@ TEST(SessionQ8_0, AmxPrefillEqualsVectorPaths) {
     }
     return out;
   };
-  const std::vector<float> ref = run(**plain, vector_ops, 1);
+  const std::vector<float> ref = run(**plain, 1);
   for (size_t chunk : {size_t{70}, size_t{16}, size_t{7}}) {
-    EXPECT_EQ(std::memcmp(run(**tiled, amx_ops, chunk).data(), ref.data(), ref.size() * sizeof(float)), 0) << chunk;
-    EXPECT_EQ(std::memcmp(run(**plain, vector_ops, chunk).data(), ref.data(), ref.size() * sizeof(float)), 0) << chunk;
+    EXPECT_EQ(std::memcmp(run(**tiled, chunk).data(), ref.data(), ref.size() * sizeof(float)), 0) << chunk;
+    EXPECT_EQ(std::memcmp(run(**plain, chunk).data(), ref.data(), ref.size() * sizeof(float)), 0) << chunk;
   }
 }
 
