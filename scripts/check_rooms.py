@@ -22,7 +22,8 @@ ALLOWED = {
     "tokenizer": {"base", "gguf"},
     "sampling": {"base"},
     "tools": {"base", "gguf", "model", "backend", "backend/cpu", "backend/registry", "tokenizer"},  # convert, synth
-    "engine": {"dsv4", "base", "gguf", "backend", "backend/cpu", "backend/cuda", "backend/registry", "model", "kv",
+    # the engine gets its backend from the registry and never names a concrete one
+    "engine": {"dsv4", "base", "gguf", "backend", "backend/registry", "model", "kv",
                "tokenizer", "sampling"},
     "server/http": {"base"},
     "server/api": {"base"},
