@@ -165,7 +165,7 @@ void CpuBackend::attention(const backend::AttentionArgs& a) {
   const int64_t n = a.q.ne[1], H = a.n_head, d = a.kv.ne[0], W = a.window, p0 = a.p0;
   const bool has_comp = a.comp.valid(), csa = has_comp && a.comp_index.valid();
   if (H <= 0 || W <= 0 || a.q.ne[0] != H * d || a.o.ne[0] != H * d || a.o.ne[1] != n || a.kv.ne[1] != n ||
-      a.sinks.ne[0] < H || (p0 > 0 && (a.ring.ne[1] != W || a.ring.ne[0] != d)) ||
+      a.sinks.ne[0] < H || (p0 > 0 && (!a.ring.valid() || a.ring.ne[1] != W || a.ring.ne[0] != d)) ||
       (has_comp && (a.comp.ne[0] != d || (!csa && a.ratio <= 0))) || (csa && a.comp_index.ne[1] != n)) {
     fail(invalid_argument("attention: shapes do not fit (q [" + std::to_string(a.q.ne[1]) + "][" +
                           std::to_string(a.q.ne[0]) + "], kv [" + std::to_string(a.kv.ne[1]) + "][" +
