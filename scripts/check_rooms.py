@@ -12,15 +12,16 @@ import sys
 # room -> rooms it may include (itself always allowed)
 ALLOWED = {
     "base": set(),
+    "numerics": set(),  # header-only, host C++ and CUDA device code
     "gguf": {"base"},
-    "backend": {"base"},  # the backend interface
-    "backend/cpu": {"base", "backend"},
-    "backend/cuda": {"base", "backend"},
-    "model": {"base", "gguf", "backend"},
+    "backend": {"base", "numerics"},  # the backend interface
+    "backend/cpu": {"base", "numerics", "backend"},
+    "backend/cuda": {"base", "numerics", "backend"},
+    "model": {"base", "numerics", "gguf", "backend"},
     "kv": {"base", "backend", "model"},
     "tokenizer": {"base", "gguf"},
     "sampling": {"base"},
-    "tools": {"base", "gguf", "model", "backend", "backend/cpu", "tokenizer"},  # convert, synth
+    "tools": {"base", "numerics", "gguf", "model", "backend", "backend/cpu", "tokenizer"},  # convert, synth
     "engine": {"dsv4", "base", "gguf", "backend", "backend/cpu", "backend/cuda", "model", "kv", "tokenizer", "sampling"},
     "server/http": {"base"},
     "server/api": {"base"},

@@ -2,7 +2,7 @@
 //
 // The CPU backend (backend/cpu/cpu_ops.h) implements it now; a CUDA backend implements the same
 // ops next, with the same bits: every op below defines its arithmetic order in its comment, and
-// the CPU reference follows it with the project's own elementwise functions (cpu/det_math.h).
+// the CPU reference follows it with the project's own elementwise functions (numerics/det_math.h).
 // Fused kernels are ops; there is never a second forward pass.
 //
 // Buffers are row-major f32 in host memory in this version ([rows][cols], rows = tokens unless

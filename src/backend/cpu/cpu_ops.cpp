@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/accumulate.h"
-#include "backend/cpu/det_math.h"
+#include "numerics/accumulate.h"
+#include "numerics/det_math.h"
 
 namespace dsv4::cpu {
 namespace {
