@@ -12,16 +12,17 @@ import sys
 # room -> rooms it may include (itself always allowed)
 ALLOWED = {
     "base": set(),
+    "numerics": set(),  # header-only, host C++ and CUDA device code
     "gguf": {"base"},
-    "backend": {"base"},  # the backend interface
-    "backend/cpu": {"base", "backend"},
-    "backend/cuda": {"base", "backend"},
+    "backend": {"base", "numerics"},  # the backend interface
+    "backend/cpu": {"base", "numerics", "backend"},
+    "backend/cuda": {"base", "numerics", "backend"},
     "backend/registry": {"base", "backend", "backend/cpu", "backend/cuda"},  # creates the backend a run asks for
-    "model": {"base", "gguf", "backend"},
+    "model": {"base", "numerics", "gguf", "backend"},
     "kv": {"base", "backend", "model"},
     "tokenizer": {"base", "gguf"},
     "sampling": {"base"},
-    "tools": {"base", "gguf", "model", "backend", "backend/cpu", "backend/registry", "tokenizer"},  # convert, synth
+    "tools": {"base", "numerics", "gguf", "model", "backend", "backend/cpu", "backend/registry", "tokenizer"},  # convert, synth
     # the engine gets its backend from the registry and never names a concrete one
     "engine": {"dsv4", "base", "gguf", "backend", "backend/registry", "model", "kv",
                "tokenizer", "sampling"},

@@ -7,7 +7,7 @@
 #include <limits>
 #include <set>
 
-#include "base/half.h"
+#include "numerics/half.h"
 
 namespace dsv4::tools {
 namespace {

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "backend/cpu/quant.h"
-#include "base/half.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "numerics/half.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "backend/cpu/cpu_backend_internal.h"
-#include "backend/cpu/det_math.h"
+#include "numerics/det_math.h"
 
 namespace dsv4::cpu {
 

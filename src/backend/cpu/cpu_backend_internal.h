@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/accumulate.h"
+#include "numerics/accumulate.h"
 
 namespace dsv4::cpu::internal {
 

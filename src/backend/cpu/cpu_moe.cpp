@@ -7,7 +7,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_backend_internal.h"
-#include "backend/cpu/det_math.h"
+#include "numerics/det_math.h"
 
 namespace dsv4::cpu {
 

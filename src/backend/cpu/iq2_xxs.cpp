@@ -17,11 +17,11 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu/accumulate.h"
 #include "backend/cpu/iq2_xxs.h"
 #include "backend/cpu/iq2_xxs_tables.h"
 #include "backend/cpu/quant.h"
-#include "base/half.h"
+#include "numerics/accumulate.h"
+#include "numerics/half.h"
 
 namespace dsv4::cpu {
 namespace {

@@ -1,7 +1,7 @@
-// backend/cpu/iq2_xxs.h — IQ2_XXS block layout and the per-level kernels (internal to backend/cpu).
+// backend/cpu/iq2_xxs.h — the per-level IQ2_XXS kernels (internal to backend/cpu).
 //
-// Block (gguf.md §5.5): { f16 d; u16 qs[32]; } = 66 bytes per 256 weights, eight groups of 32. Group g
-// reads a0 = u32 at qs+4g (four grid indices, one byte each, one per 8 weights) and a1 = u32 at
+// Block BlockIq2Xxs (numerics/blocks.h, gguf.md §5.5): { f16 d; u16 qs[32]; } = 66 bytes per 256
+// weights, eight groups of 32. Group g reads a0 = u32 at qs+4g (four grid indices, one byte each, one per 8 weights) and a1 = u32 at
 // qs+4g+2 (bits 7l..7l+6: sign index of sub-group l; bits 28..31: group scale ls).
 //
 // vec_dot accumulation order (every level, bit-identical):
@@ -14,13 +14,9 @@
 
 #include <cstdint>
 
-namespace dsv4::cpu {
+#include "numerics/blocks.h"
 
-struct BlockIq2Xxs {
-  uint16_t d;
-  uint16_t qs[32];
-};
-static_assert(sizeof(BlockIq2Xxs) == 66);
+namespace dsv4::cpu {
 
 float iq2_xxs_vec_dot_scalar(int64_t n, const void* w, const void* act);
 float iq2_xxs_vec_dot_avx2(int64_t n, const void* w, const void* act);

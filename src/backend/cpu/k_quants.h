@@ -1,30 +1,14 @@
-// backend/cpu/k_quants.h — internal to backend/cpu: the Q2_K / Q4_K weight blocks, the Q4_K scale
-// unpacking shared by every path, and the SIMD vec_dot entry points (k_quants_avx2.cpp,
-// k_quants_avx512.cpp; registered by k_quants.cpp).
+// backend/cpu/k_quants.h — internal to backend/cpu: the Q4_K scale unpacking shared by every path and
+// the SIMD vec_dot entry points (k_quants_avx2.cpp, k_quants_avx512.cpp; registered by k_quants.cpp).
+// The blocks are BlockQ2_K / BlockQ4_K (numerics/blocks.h).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#include "numerics/blocks.h"
+
 namespace dsv4::cpu {
-
-// ggml's block_q2_K (gguf.md §5.3).
-struct BlockQ2_K {
-  uint8_t scales[16];  // low nibble: scale, high nibble: min, per 16 weights
-  uint8_t qs[64];      // 2-bit quants; element 128h + 32j + l = (qs[32h + l] >> 2j) & 3
-  uint16_t d;          // f16
-  uint16_t dmin;       // f16
-};
-static_assert(sizeof(BlockQ2_K) == 84);
-
-// ggml's block_q4_K (gguf.md §5.4).
-struct BlockQ4_K {
-  uint16_t d;           // f16
-  uint16_t dmin;        // f16
-  uint8_t scales[12];   // eight 6-bit scales and mins, packed
-  uint8_t qs[128];      // element 64c + l = qs[32c + l] & 15, element 64c + 32 + l = qs[32c + l] >> 4
-};
-static_assert(sizeof(BlockQ4_K) == 144);
 
 // The eight 6-bit scales (byte j of *sc) and mins (byte j of *m) of a Q4_K block, computed on the
 // three little-endian words s0, s1, s2 of scales[12] (same values as gguf.md's per-j formulas).

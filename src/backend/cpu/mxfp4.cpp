@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu/accumulate.h"
 #include "backend/cpu/mxfp4.h"
 #include "backend/cpu/quant.h"
+#include "numerics/accumulate.h"
 
 namespace dsv4::cpu {
 namespace {

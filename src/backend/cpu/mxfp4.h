@@ -1,8 +1,9 @@
-// backend/cpu/mxfp4.h — MXFP4 block layout, the E8M0 half-scale and the per-level kernels (internal).
+// backend/cpu/mxfp4.h — the MXFP4 value table and the per-level kernels (internal).
 //
-// Block (gguf.md §5.6): { u8 e; u8 qs[16]; } = 17 bytes per 32 weights. Element j < 16 is the low
-// nibble of qs[j], element j + 16 the high nibble; x = kvalues[nibble] · e8m0_half(e), kvalues the
-// doubled E2M1 values {0,1,2,3,4,6,8,12, 0,-1,-2,-3,-4,-6,-8,-12}.
+// Block BlockMxfp4 and the E8M0 half-scale e8m0_half are in numerics/blocks.h (gguf.md §5.6):
+// { u8 e; u8 qs[16]; } = 17 bytes per 32 weights. Element j < 16 is the low nibble of qs[j],
+// element j + 16 the high nibble; x = kvalues[nibble] · e8m0_half(e), kvalues the doubled E2M1 values
+// {0,1,2,3,4,6,8,12, 0,-1,-2,-3,-4,-6,-8,-12}.
 //
 // vec_dot accumulation order (every level, bit-identical; activation BlockQ8_0Act):
 //   for block b (increasing):
@@ -13,25 +14,12 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
+
+#include "numerics/blocks.h"
 
 namespace dsv4::cpu {
 
-struct BlockMxfp4 {
-  uint8_t e;
-  uint8_t qs[16];
-};
-static_assert(sizeof(BlockMxfp4) == 17);
-
 inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-// ggml_e8m0_to_fp32_half: 2^(e-128) as a float (e = 0 -> 2^-128, e = 1 -> 2^-127, subnormal bits).
-inline float e8m0_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 float mxfp4_vec_dot_scalar(int64_t n, const void* w, const void* act);
 float mxfp4_vec_dot_avx2(int64_t n, const void* w, const void* act);

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu/accumulate.h"
 #include "backend/cpu/quant.h"
-#include "base/half.h"
+#include "numerics/accumulate.h"
+#include "numerics/half.h"
 
 namespace dsv4::cpu {
 namespace {

@@ -1,17 +1,12 @@
-// backend/cpu/q8_0.h — internal to backend/cpu: the Q8_0 weight block and the SIMD vec_dot entry
-// points (defined in q8_0_avx2.cpp / q8_0_avx512.cpp, registered by q8_0.cpp).
+// backend/cpu/q8_0.h — internal to backend/cpu: the SIMD vec_dot entry points of Q8_0 (defined in
+// q8_0_avx2.cpp / q8_0_avx512.cpp, registered by q8_0.cpp); the block is BlockQ8_0 (numerics/blocks.h).
 #pragma once
 
 #include <cstdint>
 
-namespace dsv4::cpu {
+#include "numerics/blocks.h"
 
-// ggml's block_q8_0: x[i] = f16(d) * qs[i].
-struct BlockQ8_0 {
-  uint16_t d;  // f16 bits
-  int8_t qs[32];
-};
-static_assert(sizeof(BlockQ8_0) == 34);
+namespace dsv4::cpu {
 
 // Q8_0 weights x BlockQ8_0Act activations; bit-identical to vec_dot_q8_0_scalar (q8_0.cpp).
 float vec_dot_q8_0_scalar(int64_t n, const void* w, const void* act);

@@ -9,8 +9,8 @@
 //
 // Determinism contract (every type, every SIMD level, and later CUDA): vec_dot returns exactly the
 // same float bits as the scalar reference. Each type defines ONE accumulation order, written at its
-// definition; the common pattern is the "32 interleaved partials" of accumulate.h: the exact integer
-// dot of block b is scaled (fixed float op sequence, no contraction) and added into partial[b % 32],
+// definition; the common pattern is the "32 interleaved partials" of numerics/accumulate.h: the exact
+// integer dot of block b is scaled (fixed float op sequence, no contraction) and added into partial[b % 32],
 // blocks in increasing order; then reduce_partials32's fixed pairwise tree. A warp reproduces it
 // with lane = b % 32 and shuffle-down offsets 16, 8, 4, 2, 1.
 //
@@ -23,31 +23,16 @@
 
 #include "base/cpu_features.h"
 #include "base/tensor_type.h"
+#include "numerics/blocks.h"  // BlockQ8_0Act, BlockQ8_K
 
 namespace dsv4::cpu {
 
 // Activation formats that vec_dot kernels consume.
 enum class ActFormat {
   kF32,   // plain float (F32/F16/BF16 weights)
-  kQ8_0,  // BlockQ8_0Act per 32 values
-  kQ8_K,  // BlockQ8_K per 256 values
+  kQ8_0,  // BlockQ8_0Act (numerics/blocks.h) per 32 values
+  kQ8_K,  // BlockQ8_K (numerics/blocks.h) per 256 values
 };
-
-// Activation block for 32-element weight formats: f32 scale (not f16 as in ggml's block_q8_0 — the
-// activation scale stays exact), int8 values. x ≈ d * qs[i].
-struct BlockQ8_0Act {
-  float d;
-  int8_t qs[32];
-};
-static_assert(sizeof(BlockQ8_0Act) == 36);
-
-// Activation block for 256-element super-block formats (ggml's block_q8_K). bsums[k] = Σ qs[16k..16k+15].
-struct BlockQ8_K {
-  float d;
-  int8_t qs[256];
-  int16_t bsums[16];
-};
-static_assert(sizeof(BlockQ8_K) == 292);
 
 using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
 // importance: nullptr or n non-negative weights for the squared error of each element.

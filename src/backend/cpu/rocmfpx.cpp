@@ -20,8 +20,8 @@
 #include <array>
 #include <cstring>
 
-#include "backend/cpu/accumulate.h"
 #include "backend/cpu/quant.h"
+#include "numerics/accumulate.h"
 
 namespace dsv4::cpu {
 namespace rocmfpx {

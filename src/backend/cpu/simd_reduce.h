@@ -1,5 +1,5 @@
-// backend/cpu/simd_reduce.h — the Partials32 tree (accumulate.h) in AVX2 and AVX-512 registers, and the
-// gather offsets the AVX-512 kernels use to collect per-block scales.
+// backend/cpu/simd_reduce.h — the Partials32 tree (numerics/accumulate.h) in AVX2 and AVX-512 registers,
+// and the gather offsets the AVX-512 kernels use to collect per-block scales.
 // Include only from *_avx2.cpp / *_avx512.cpp files (needs those ISA flags).
 #pragma once
 

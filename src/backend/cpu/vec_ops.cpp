@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/det_math.h"
+#include "numerics/det_math.h"
 
 namespace dsv4::cpu {
 

@@ -23,8 +23,8 @@ inline FmaAxpyFn select_fma_axpy(SimdLevel level) {
 }
 
 // h[i] = silu(min(g[i], limit)) · min(max(u[i], −limit), limit) with std::min / std::max semantics
-// (a NaN input passes through) and det_math.h's silu (its exp step for step, so every level gives the
-// scalar bits).
+// (a NaN input passes through) and numerics/det_math.h's silu (its exp step for step, so every level
+// gives the scalar bits).
 using SwigluClampFn = void (*)(const float* g, const float* u, int64_t n, float limit, float* h);
 void swiglu_clamp_scalar(const float* g, const float* u, int64_t n, float limit, float* h);
 void swiglu_clamp_avx512(const float* g, const float* u, int64_t n, float limit, float* h);

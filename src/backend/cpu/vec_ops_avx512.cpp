@@ -16,7 +16,7 @@ void fma_axpy_avx512(float* y, const float* x, float a, int64_t n) {
   }
 }
 
-// det::exp on 16 lanes, operation for operation (det_math.h): the same range reduction, Horner
+// det::exp on 16 lanes, operation for operation (numerics/det_math.h): the same range reduction, Horner
 // polynomial, two-step 2^k scaling (k / 2 truncating toward zero) and the NaN / overflow / underflow
 // cases.
 static inline __m512 det_exp16(__m512 x) {

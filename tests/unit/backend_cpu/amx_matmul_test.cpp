@@ -13,7 +13,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/q8_0.h"
 #include "backend/cpu/quant.h"
-#include "base/half.h"
+#include "numerics/half.h"
 
 namespace dsv4::cpu {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/quant.h"
-#include "base/half.h"
+#include "numerics/half.h"
 
 namespace dsv4::cpu {
 namespace {

@@ -13,7 +13,7 @@
 #include "backend/cpu/iq2_xxs_tables.h"
 #include "backend/cpu/quant.h"
 #include "base/cpu_features.h"
-#include "base/half.h"
+#include "numerics/half.h"
 #include "unit/backend_cpu/iq_test_util.h"
 
 namespace dsv4::cpu {

@@ -11,7 +11,7 @@
 
 #include "backend/cpu/k_quants.h"
 #include "backend/cpu/quant.h"
-#include "base/half.h"
+#include "numerics/half.h"
 #include "unit/backend_cpu/kernel_test_util.h"
 
 namespace dsv4::cpu {

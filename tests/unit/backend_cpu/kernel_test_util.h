@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/cpu_features.h"
-#include "base/half.h"
+#include "numerics/half.h"
 
 namespace dsv4::cpu::test {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/quant.h"
-#include "base/half.h"
+#include "numerics/half.h"
 #include "unit/backend_cpu/kernel_test_util.h"
 
 namespace dsv4::cpu {

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "base/half.h"
 #include "model/tensor_manifest.h"
+#include "numerics/half.h"
 
 namespace dsv4::tools::testutil {
 

@@ -1,10 +1,10 @@
-// tests/unit/base/half_test.cpp — f16/bf16 conversions against exact arithmetic.
+// tests/unit/numerics/half_test.cpp — f16/bf16 conversions against exact arithmetic.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "base/half.h"
+#include "numerics/half.h"
 
 namespace dsv4 {
 namespace {

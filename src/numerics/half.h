@@ -1,4 +1,5 @@
-// base/half.h — IEEE binary16 and bfloat16 <-> binary32, bit exact, no hardware needed.
+// numerics/half.h — IEEE binary16 and bfloat16 <-> binary32, bit exact, no hardware needed; host C++
+// and CUDA device code alike (numerics/hd.h).
 //
 // f32 -> f16 and f32 -> bf16 round to nearest, ties to even; f16 subnormals, infinities and NaN are
 // handled; bf16 NaN is kept quiet. f16/bf16 -> f32 is exact. The SIMD paths (F16C vcvtph2ps,
@@ -6,14 +7,15 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
+
+#include "numerics/hd.h"
 
 namespace dsv4 {
 
-inline uint32_t f32_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float f32_from_bits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+using hd::f32_bits;
+using hd::f32_from_bits;
 
-inline float f16_to_f32(uint16_t h) {
+DSV4_HD float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -29,7 +31,7 @@ inline float f16_to_f32(uint16_t h) {
   return f32_from_bits(sign | (exp + (127 - 15)) << 23 | (mant << 13));
 }
 
-inline uint16_t f32_to_f16(float f) {
+DSV4_HD uint16_t f32_to_f16(float f) {
   const uint32_t x = f32_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
@@ -52,9 +54,9 @@ inline uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | r);
 }
 
-inline float bf16_to_f32(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
+DSV4_HD float bf16_to_f32(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
 
-inline uint16_t f32_to_bf16(float f) {
+DSV4_HD uint16_t f32_to_bf16(float f) {
   const uint32_t x = f32_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
   const uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
