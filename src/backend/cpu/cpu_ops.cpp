@@ -31,7 +31,7 @@ CpuOps::CpuOps(ThreadPool* pool, SimdLevel level, bool amx) {
   dot_f32_ = select_vec_dot(f32, level);
   tile_f32_ = f32.vec_dot_tile[static_cast<int>(effective_simd_level(f32, level))];
   fma_axpy_ = select_fma_axpy(level);
-  weighted_rows_ = level == SimdLevel::kAvx512 ? weighted_rows_avx512 : nullptr;
+  weighted_rows_ = has_avx512(level) ? weighted_rows_avx512 : nullptr;
   swiglu_clamp_ = select_swiglu_clamp(level);
 }
 
