@@ -97,15 +97,17 @@ int run_bench_kernels(const BenchArgs& a) {
               "of probes interleaved with those windows, since bandwidth drifts on shared machines; the fraction uses it.\n"
               "'L2 1-thr' = one thread on an L2-sized slice of the same matrix: threads x it near or below 'read GB/s'\n"
               "means the kernel's compute, not memory, is the limit)\n");
-  std::printf("  %-18s %-7s %11s %9s %9s %8s %9s\n", "type", "simd", "rows x n", "GB/s", "read GB/s", "of BW", "L2 1-thr");
+  std::printf("  %-18s %-10s %11s %9s %9s %8s %9s\n", "type", "simd", "rows x n", "GB/s", "read GB/s", "of BW",
+              "L2 1-thr");
   for (const auto& r : mv)
-    std::printf("  %-18s %-7s %5lld x %-5lld %9.2f %9.2f %7.1f%% %9.2f\n", std::string(tensor_type_name(r.type)).c_str(),
+    std::printf("  %-18s %-10s %5lld x %-5lld %9.2f %9.2f %7.1f%% %9.2f\n",
+                std::string(tensor_type_name(r.type)).c_str(),
                 simd_level_name(r.level), static_cast<long long>(r.rows), static_cast<long long>(r.n), r.gbps,
                 r.read_gbps, 100.0 * r.gbps / r.read_gbps, r.cache_gbps_one_thread);
   std::printf("\nmatrix x matrix\n");
-  std::printf("  %-18s %-7s %11s %6s %9s %8s\n", "type", "simd", "rows x n", "cols", "GFLOP/s", "of peak");
+  std::printf("  %-18s %-10s %11s %6s %9s %8s\n", "type", "simd", "rows x n", "cols", "GFLOP/s", "of peak");
   for (const auto& r : mm)
-    std::printf("  %-18s %-7s %5lld x %-5lld %6lld %9.1f %7.1f%%\n", std::string(tensor_type_name(r.type)).c_str(),
+    std::printf("  %-18s %-10s %5lld x %-5lld %6lld %9.1f %7.1f%%\n", std::string(tensor_type_name(r.type)).c_str(),
                 r.amx ? "amx" : simd_level_name(r.level), static_cast<long long>(r.rows), static_cast<long long>(r.n),
                 static_cast<long long>(r.cols), r.gflops, m.fma_gflops > 0 ? 100.0 * r.gflops / m.fma_gflops : 0.0);
   return 0;

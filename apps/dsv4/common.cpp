@@ -23,7 +23,8 @@ Result<SimdLevel> simd_level_from_flags() {
   if (v == "scalar") want = SimdLevel::kScalar;
   else if (v == "avx2") want = SimdLevel::kAvx2;
   else if (v == "avx512") want = SimdLevel::kAvx512;
-  else return invalid_argument("--simd: expected auto, avx512, avx2 or scalar, got '" + v + "'");
+  else if (v == "avx512vbmi") want = SimdLevel::kAvx512Vbmi;
+  else return invalid_argument("--simd: expected auto, avx512vbmi, avx512, avx2 or scalar, got '" + v + "'");
   if (static_cast<int>(want) > static_cast<int>(detected))
     return unsupported(std::string("--simd ") + v + ": this CPU supports at most " + simd_level_name(detected));
   return want;
@@ -33,7 +34,7 @@ Result<bool> amx_from_flags(SimdLevel level) {
   const std::string v = flag_value("amx");
   if (v == "off") return false;
   if (v != "auto") return invalid_argument("--amx: expected auto or off, got '" + v + "'");
-  return level == SimdLevel::kAvx512 && amx_int8_usable();
+  return has_avx512(level) && amx_int8_usable();
 }
 
 Result<backend::BackendOptions> backend_options_from_flags() {

@@ -14,6 +14,7 @@ const char* simd_level_name(SimdLevel level) {
     case SimdLevel::kScalar: return "scalar";
     case SimdLevel::kAvx2: return "avx2";
     case SimdLevel::kAvx512: return "avx512";
+    case SimdLevel::kAvx512Vbmi: return "avx512vbmi";
   }
   return "unknown";
 }
@@ -26,7 +27,12 @@ SimdLevel detected_simd_level() {
     const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                         __builtin_cpu_supports("avx512vnni");
-    return avx512 ? SimdLevel::kAvx512 : avx2 ? SimdLevel::kAvx2 : SimdLevel::kScalar;
+    const bool vbmi = avx512 && __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2") &&
+                      __builtin_cpu_supports("avx512bitalg") && __builtin_cpu_supports("gfni");
+    return vbmi     ? SimdLevel::kAvx512Vbmi
+           : avx512 ? SimdLevel::kAvx512
+           : avx2   ? SimdLevel::kAvx2
+                    : SimdLevel::kScalar;
   }();
   return level;
 #else

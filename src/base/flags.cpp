@@ -16,10 +16,11 @@ constexpr FlagSpec kFlags[] = {
      "(results are identical; speed differs)"},
     {"threads", "DSV4_THREADS", "0", "CPU worker threads for kernels (0 = all online CPUs)"},
     {"simd", "DSV4_SIMD", "auto",
-     "highest SIMD level kernels may use: auto, avx512, avx2 or scalar (results are identical; speed differs)"},
+     "highest SIMD level kernels may use: auto, avx512vbmi, avx512, avx2 or scalar (results are identical; speed "
+     "differs)"},
     {"amx", "DSV4_AMX", "auto",
      "AMX int8 tiles for matrix x matrix (prefill) where the CPU and OS allow them: auto or off (results are identical; "
-     "speed differs; needs --simd auto or avx512)"},
+     "speed differs; needs --simd auto, avx512vbmi or avx512)"},
     {"log-level", "DSV4_LOG_LEVEL", "info", "log verbosity on stderr: error, warn, info, debug"},
 };
 

@@ -123,7 +123,9 @@ double probe_read(CpuContext& ctx, const ProbeBuffer& probe, int reps) {
   const AlignedBuffer& buf = probe.buf;
   std::vector<uint64_t> sink(static_cast<size_t>(ctx.pool->size()));
   double best = 1e30;
-  for (int width = 0; width <= static_cast<int>(ctx.max_level); ++width) {
+  // AVX-512 VBMI adds no load width: the widths stop at kAvx512.
+  const int top = std::min(static_cast<int>(ctx.max_level), static_cast<int>(SimdLevel::kAvx512));
+  for (int width = 0; width <= top; ++width) {
     for (int rep = 0; rep < reps; ++rep) {
       const auto t0 = Clock::now();
       ctx.pool->parallel_for(buf.n / 4096, [&](int64_t b, int64_t e, int t) {
@@ -162,7 +164,7 @@ MachineLimits measure_machine(CpuContext& ctx, const BenchOptions& opt) {
       ctx.pool->parallel_for(m.threads, [&](int64_t b, int64_t e, int t) {
         for (int64_t i = b; i < e; ++i) {
           float* s = sink.data() + 16 * t;
-          flops[static_cast<size_t>(t)] = m.level == SimdLevel::kAvx512 ? fma_chains_avx512(iters, s)
+          flops[static_cast<size_t>(t)] = has_avx512(m.level) ? fma_chains_avx512(iters, s)
                                           : m.level == SimdLevel::kAvx2 ? fma_chains_avx2(iters, s)
                                                                         : 0.0;
         }

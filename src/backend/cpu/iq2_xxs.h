@@ -20,19 +20,20 @@ namespace dsv4::cpu {
 
 float iq2_xxs_vec_dot_scalar(int64_t n, const void* w, const void* act);
 float iq2_xxs_vec_dot_avx2(int64_t n, const void* w, const void* act);
+// kAvx512 level: AVX-512 F/BW/VL/DQ/VNNI only. The multi-row form (quant.h VecDotRowsFn) gives
+// out[i] == iq2_xxs_vec_dot_avx512(n, w + i*w_stride, act) bits.
 float iq2_xxs_vec_dot_avx512(int64_t n, const void* w, const void* act);
-// The AVX-512 kernel without VBMI/BITALG/GFNI (what iq2_xxs_vec_dot_avx512 runs on CPUs lacking them);
-// exposed so tests cover it on every AVX-512 machine.
-float iq2_xxs_vec_dot_avx512_base(int64_t n, const void* w, const void* act);
-// Multi-row form (quant.h VecDotRowsFn): out[i] == iq2_xxs_vec_dot_avx512(n, w + i*w_stride, act) bits.
 void iq2_xxs_vec_dot_rows_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
-// The prepared-activation form (quant.h): the VBMI path's per-chunk activation layout, built once.
+// kAvx512Vbmi level: also VBMI, VBMI2, BITALG and GFNI (call only where the CPU has them).
+float iq2_xxs_vec_dot_avx512vbmi(int64_t n, const void* w, const void* act);
+void iq2_xxs_vec_dot_rows_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
+// The prepared-activation form (quant.h): the VBMI kernel's per-chunk activation layout, built once.
 int64_t iq2_xxs_prepared_act_bytes(int64_t n);
-void iq2_xxs_prepare_act_avx512(const void* act, int64_t n, void* out);
-void iq2_xxs_vec_dot_rows_prepared_avx512(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,
-                                          float* out);
+void iq2_xxs_prepare_act_avx512vbmi(const void* act, int64_t n, void* out);
+void iq2_xxs_vec_dot_rows_prepared_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,
+                                              float* out);
 // The tile form (quant.h VecDotTileFn) on prepared columns: each weight pair decoded once per nc columns.
-void iq2_xxs_vec_dot_tile_prepared_avx512(int64_t n, const void* w, int64_t w_stride, const void* prepared,
-                                          int64_t prep_stride, int nr, int nc, float* out, int64_t out_stride);
+void iq2_xxs_vec_dot_tile_prepared_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* prepared,
+                                              int64_t prep_stride, int nr, int nc, float* out, int64_t out_stride);
 
 }  // namespace dsv4::cpu

@@ -8,16 +8,16 @@
 // Integer sums are exact, so only the order of the float steps above matters.
 //
 // Two integer-dot paths:
-//  * VBMI + VBMI2 + BITALG + GFNI (Zen 4, Ice Lake, Sapphire Rapids and later), used when the CPU has
-//    them: super-blocks in pairs, no scalar table loads, ~46 vector uops per 512 weights (layout and
-//    op count at the VBMI section). It is compute-bound: on Sapphire Rapids (2.4 GHz, where 512-bit
-//    ops issue on two ports and vpermt2b costs three uops) it decodes 10-11 GB/s of weights per core
-//    in cache at best, about what one core's share of DRAM bandwidth needs, and half that when a
-//    neighbour on the shared physical core is busy.
-//  * Baseline AVX-512 (F/BW/VL/DQ/VNNI) otherwise: eight 64-bit grid loads per 64 weights; sign
-//    bytes computed in-register (parity folded into bit 7) used as a byte mask k;
-//    vpmaddubsw(g, q) − 2·vpmaddubsw(k ? g : 0, q) = exact int16 pair sums (q8 = −128 exact);
-//    vpmaddwd with (2·ls + 1) per group -> int32.
+//  * VBMI + VBMI2 + BITALG + GFNI (Zen 4, Ice Lake, Sapphire Rapids and later), the kAvx512Vbmi
+//    level's kernels (*_avx512vbmi): super-blocks in pairs, no scalar table loads, ~46 vector uops
+//    per 512 weights (layout and op count at the VBMI section). It is compute-bound: on Sapphire
+//    Rapids (2.4 GHz, where 512-bit ops issue on two ports and vpermt2b costs three uops) it decodes
+//    10-11 GB/s of weights per core in cache at best, about what one core's share of DRAM bandwidth
+//    needs, and half that when a neighbour on the shared physical core is busy.
+//  * Baseline AVX-512 (F/BW/VL/DQ/VNNI), the kAvx512 level's kernels (*_avx512): eight 64-bit grid
+//    loads per 64 weights; sign bytes computed in-register (parity folded into bit 7) used as a byte
+//    mask k; vpmaddubsw(g, q) − 2·vpmaddubsw(k ? g : 0, q) = exact int16 pair sums (q8 = −128
+//    exact); vpmaddwd with (2·ls + 1) per group -> int32.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -132,13 +132,6 @@ float vec_dot_old(int64_t n, const void* w, const void* act) {
     acc[t & 1] = _mm512_mask_add_ps(acc[t & 1], valid, acc[t & 1], v);
   }
   return reduce_partials32_avx512(acc[0], acc[1]);
-}
-
-bool has_vbmi_bitalg_gfni() {
-  static const bool v = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2") &&
-                        __builtin_cpu_supports("avx512bitalg") &&
-                        __builtin_cpu_supports("gfni");
-  return v;
 }
 
 // ---- VBMI path ---------------------------------------------------------------------------------------
@@ -545,47 +538,40 @@ __attribute__((noinline)) void dot_tile_vbmi_prepared(int64_t n, const void* w, 
 
 #pragma GCC pop_options
 
-float iq2_xxs_vec_dot_avx512(int64_t n, const void* w, const void* act) {
-  if (has_vbmi_bitalg_gfni()) {
-    float out;
-    dot_rows_vbmi(n, w, 0, act, 1, &out);
-    return out;
-  }
-  return vec_dot_old(n, w, act);
+// ---- kAvx512Vbmi level (the caller's level guarantees VBMI, VBMI2, BITALG and GFNI) ----------------
+
+float iq2_xxs_vec_dot_avx512vbmi(int64_t n, const void* w, const void* act) {
+  float out;
+  dot_rows_vbmi(n, w, 0, act, 1, &out);
+  return out;
 }
 
-// Without VBMI the "prepared" activation is the Q8_K row itself.
+void iq2_xxs_vec_dot_rows_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  dot_rows_vbmi(n, w, w_stride, act, nr, out);
+}
+
 int64_t iq2_xxs_prepared_act_bytes(int64_t n) {
   const int64_t chunks = (n / 256 + kChunk - 1) / kChunk;
-  return std::max<int64_t>(chunks * static_cast<int64_t>(sizeof(ActChunk)),
-                           n / 256 * static_cast<int64_t>(sizeof(BlockQ8_K)));
+  return chunks * static_cast<int64_t>(sizeof(ActChunk));
 }
 
-void iq2_xxs_prepare_act_avx512(const void* act, int64_t n, void* out) {
-  if (has_vbmi_bitalg_gfni()) return prepare_vbmi(act, n, out);
-  std::memcpy(out, act, static_cast<size_t>(n / 256) * sizeof(BlockQ8_K));
+void iq2_xxs_prepare_act_avx512vbmi(const void* act, int64_t n, void* out) { prepare_vbmi(act, n, out); }
+
+void iq2_xxs_vec_dot_rows_prepared_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,
+                                              float* out) {
+  dot_rows_vbmi_prepared(n, w, w_stride, prepared, nr, out);
 }
 
-void iq2_xxs_vec_dot_rows_prepared_avx512(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,
-                                          float* out) {
-  if (has_vbmi_bitalg_gfni()) return dot_rows_vbmi_prepared(n, w, w_stride, prepared, nr, out);
-  for (int r = 0; r < nr; ++r) out[r] = vec_dot_old(n, static_cast<const uint8_t*>(w) + r * w_stride, prepared);
+void iq2_xxs_vec_dot_tile_prepared_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* prepared,
+                                              int64_t prep_stride, int nr, int nc, float* out, int64_t out_stride) {
+  dot_tile_vbmi_prepared(n, w, w_stride, prepared, prep_stride, nr, nc, out, out_stride);
 }
 
-void iq2_xxs_vec_dot_tile_prepared_avx512(int64_t n, const void* w, int64_t w_stride, const void* prepared,
-                                          int64_t prep_stride, int nr, int nc, float* out, int64_t out_stride) {
-  if (has_vbmi_bitalg_gfni()) return dot_tile_vbmi_prepared(n, w, w_stride, prepared, prep_stride, nr, nc, out, out_stride);
-  for (int col = 0; col < nc; ++col) {  // without VBMI the prepared activation is the Q8_K row itself
-    float o[4];
-    iq2_xxs_vec_dot_rows_prepared_avx512(n, w, w_stride, static_cast<const uint8_t*>(prepared) + col * prep_stride, nr, o);
-    for (int r = 0; r < nr; ++r) out[col * out_stride + r] = o[r];
-  }
-}
+// ---- kAvx512 level (F/BW/VL/DQ/VNNI only) ------------------------------------------------------------
 
-float iq2_xxs_vec_dot_avx512_base(int64_t n, const void* w, const void* act) { return vec_dot_old(n, w, act); }
+float iq2_xxs_vec_dot_avx512(int64_t n, const void* w, const void* act) { return vec_dot_old(n, w, act); }
 
 void iq2_xxs_vec_dot_rows_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
-  if (has_vbmi_bitalg_gfni()) return dot_rows_vbmi(n, w, w_stride, act, nr, out);
   for (int r = 0; r < nr; ++r) out[r] = vec_dot_old(n, static_cast<const uint8_t*>(w) + r * w_stride, act);
 }
 

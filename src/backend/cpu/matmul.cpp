@@ -50,7 +50,7 @@ void quantize_activations(CpuContext& ctx, const TypeKernels& k, const float* x,
 
 bool uses_amx(const CpuContext& ctx, const TypeKernels& k, int64_t cols) {
   // amx_int8_usable() also holds the OS permission: without it the first tile instruction faults.
-  return ctx.use_amx && ctx.max_level == SimdLevel::kAvx512 && k.amx.matmul != nullptr && cols >= kAmxMinCols &&
+  return ctx.use_amx && has_avx512(ctx.max_level) && k.amx.matmul != nullptr && cols >= kAmxMinCols &&
          amx_int8_usable();
 }
 

@@ -113,8 +113,8 @@ std::span<const TypeKernels> mxfp4_type_kernels() {
       .act = ActFormat::kQ8_0,
       .dequantize_row = mxfp4_dequantize_row,
       .quantize_row = mxfp4_quantize_row,
-      .vec_dot = {mxfp4_vec_dot_scalar, mxfp4_vec_dot_avx2, mxfp4_vec_dot_avx512},
-      .vec_dot_rows = {nullptr, nullptr, mxfp4_vec_dot_rows_avx512},
+      .vec_dot = {mxfp4_vec_dot_scalar, mxfp4_vec_dot_avx2, mxfp4_vec_dot_avx512, mxfp4_vec_dot_avx512vbmi},
+      .vec_dot_rows = {nullptr, nullptr, mxfp4_vec_dot_rows_avx512, mxfp4_vec_dot_rows_avx512vbmi},
   }};
   return table;
 }

@@ -26,5 +26,8 @@ float mxfp4_vec_dot_avx2(int64_t n, const void* w, const void* act);
 float mxfp4_vec_dot_avx512(int64_t n, const void* w, const void* act);
 // Multi-row form (VecDotRowsFn): out[i] == mxfp4_vec_dot_avx512(n, w + i * w_stride, act) bit for bit.
 void mxfp4_vec_dot_rows_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
+// kAvx512Vbmi level (also needs VBMI): the same bits through the VBMI multi-row kernel.
+float mxfp4_vec_dot_avx512vbmi(int64_t n, const void* w, const void* act);
+void mxfp4_vec_dot_rows_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
 
 }  // namespace dsv4::cpu

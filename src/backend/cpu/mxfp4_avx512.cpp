@@ -1,4 +1,6 @@
-// backend/cpu/mxfp4_avx512.cpp — MXFP4 x Q8_0 vec_dot, AVX-512 (F/BW/VL/DQ + VNNI).
+// backend/cpu/mxfp4_avx512.cpp — MXFP4 x Q8_0 vec_dot, AVX-512 (F/BW/VL/DQ + VNNI) for the kAvx512
+// level; the kAvx512Vbmi level's *_avx512vbmi kernels run the VBMI multi-row kernel
+// (rocmfpx_fp4x17_avx512.h) instead.
 //
 // Accumulation order = mxfp4.h, bit-identical to mxfp4_vec_dot_scalar: sixteen consecutive blocks
 // 16t..16t+15 give one vector of exact int32 dots (lane j = block 16t+j); it is converted, scaled by
@@ -116,17 +118,19 @@ float vec_dot_old(int64_t n, const void* w, const void* act);
 
 }  // namespace
 
-float mxfp4_vec_dot_avx512(int64_t n, const void* w, const void* act) {
-  if (fp4x17::has_vbmi()) {
-    float out;
-    fp4x17::dot_rows<Mxfp4Rows>(n, w, 0, act, 1, &out);
-    return out;
-  }
-  return vec_dot_old(n, w, act);
+float mxfp4_vec_dot_avx512vbmi(int64_t n, const void* w, const void* act) {
+  float out;
+  fp4x17::dot_rows<Mxfp4Rows>(n, w, 0, act, 1, &out);
+  return out;
 }
 
+void mxfp4_vec_dot_rows_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  fp4x17::dot_rows<Mxfp4Rows>(n, w, w_stride, act, nr, out);
+}
+
+float mxfp4_vec_dot_avx512(int64_t n, const void* w, const void* act) { return vec_dot_old(n, w, act); }
+
 void mxfp4_vec_dot_rows_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
-  if (fp4x17::has_vbmi()) return fp4x17::dot_rows<Mxfp4Rows>(n, w, w_stride, act, nr, out);
   for (int r = 0; r < nr; ++r) out[r] = vec_dot_old(n, static_cast<const uint8_t*>(w) + r * w_stride, act);
 }
 

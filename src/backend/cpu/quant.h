@@ -75,11 +75,12 @@ struct TypeKernels {
   ActFormat act = ActFormat::kF32;
   DequantizeRowFn dequantize_row = nullptr;
   QuantizeRowFn quantize_row = nullptr;
-  // Indexed by SimdLevel (scalar, avx2, avx512). vec_dot[0] (scalar) is always set and is the
-  // reference; a null entry at a higher level means "use the next lower level".
-  VecDotFn vec_dot[3] = {nullptr, nullptr, nullptr};
+  // Indexed by SimdLevel (scalar, avx2, avx512, avx512vbmi). vec_dot[0] (scalar) is always set and
+  // is the reference; a null entry at a higher level means "use the next lower level" (for every
+  // per-level array below: the level is effective_simd_level's).
+  VecDotFn vec_dot[kSimdLevelCount] = {};
   // Optional multi-row form, per SimdLevel; null = matmul calls vec_dot row by row.
-  VecDotRowsFn vec_dot_rows[3] = {nullptr, nullptr, nullptr};
+  VecDotRowsFn vec_dot_rows[kSimdLevelCount] = {};
   // Whether matrix×vector (one column) should use vec_dot_rows too. Some multi-row kernels only
   // pay off when activations are reused across columns and stream DRAM slower than the
   // single-row kernel (measured: Q8_0 AVX-512 86% → 43% of bandwidth). Never changes bits.
@@ -90,12 +91,12 @@ struct TypeKernels {
   // work of the multi-row kernel once per column rather than once per group of rows. The results
   // equal vec_dot_rows' bit for bit.
   int64_t (*prepared_act_bytes)(int64_t n) = nullptr;
-  void (*prepare_act[3])(const void* act, int64_t n, void* out) = {nullptr, nullptr, nullptr};
-  VecDotRowsFn vec_dot_rows_prepared[3] = {nullptr, nullptr, nullptr};
+  void (*prepare_act[kSimdLevelCount])(const void* act, int64_t n, void* out) = {};
+  VecDotRowsFn vec_dot_rows_prepared[kSimdLevelCount] = {};
   // Optional, per SimdLevel: the tile form (on prepared activations when prepare_act is set), used by
   // matmul when cols > 1.
-  VecDotTileFn vec_dot_tile[3] = {nullptr, nullptr, nullptr};
-  AmxKernels amx = {};  // optional (AVX-512 level only)
+  VecDotTileFn vec_dot_tile[kSimdLevelCount] = {};
+  AmxKernels amx = {};  // optional (AVX-512 levels only)
 };
 
 // nullptr for types without kernels (sizes-only types such as Q4_0, and I32 which has no dot).

@@ -139,7 +139,8 @@ namespace {
 using namespace rocmfpx;
 
 constexpr TypeKernels make(TensorType t, DequantizeRowFn dq, QuantizeRowFn q, VecDotFn s, VecDotFn a2,
-                           VecDotFn a512, VecDotRowsFn rows512 = nullptr) {
+                           VecDotFn a512, VecDotRowsFn rows512 = nullptr, VecDotFn vbmi = nullptr,
+                           VecDotRowsFn rows_vbmi = nullptr) {
   TypeKernels k;
   k.type = t;
   k.act = ActFormat::kQ8_0;
@@ -149,6 +150,8 @@ constexpr TypeKernels make(TensorType t, DequantizeRowFn dq, QuantizeRowFn q, Ve
   k.vec_dot[1] = a2;
   k.vec_dot[2] = a512;
   k.vec_dot_rows[2] = rows512;
+  k.vec_dot[3] = vbmi;
+  k.vec_dot_rows[3] = rows_vbmi;
   return k;
 }
 
@@ -156,15 +159,18 @@ const TypeKernels kKernels[6] = {
     make(TensorType::kQ4_0_ROCMFP4, dequantize<levels_fp4, kBytes100, true>, quantize_row_100,
          vec_dot_100_scalar, vec_dot_100_avx2, vec_dot_100_avx512),
     make(TensorType::kQ4_0_ROCMFP4_FAST, dequantize<levels_fp4, kBytes101, false>, quantize_row_101,
-         vec_dot_101_scalar, vec_dot_101_avx2, vec_dot_101_avx512, vec_dot_rows_101_avx512),
+         vec_dot_101_scalar, vec_dot_101_avx2, vec_dot_101_avx512, vec_dot_rows_101_avx512,
+         vec_dot_101_avx512vbmi, vec_dot_rows_101_avx512vbmi),
     make(TensorType::kQ6_0_ROCMFPX, dequantize<levels_fp6, kBytes102, true>, quantize_row_102,
          vec_dot_102_scalar, vec_dot_102_avx2, vec_dot_102_avx512),
     make(TensorType::kQ8_0_ROCMFPX, dequantize<levels_fp8, kBytes103, false>, quantize_row_103,
          vec_dot_103_scalar, vec_dot_103_avx2, vec_dot_103_avx512),
     make(TensorType::kQ3_0_ROCMFPX, dequantize<levels_fp3, kBytes104, true>, quantize_row_104,
-         vec_dot_104_scalar, vec_dot_104_avx2, vec_dot_104_avx512, vec_dot_rows_104_avx512),
+         vec_dot_104_scalar, vec_dot_104_avx2, vec_dot_104_avx512, vec_dot_rows_104_avx512,
+         vec_dot_104_avx512vbmi, vec_dot_rows_104_avx512vbmi),
     make(TensorType::kQ2_0_ROCMFP2, dequantize<levels_fp2, kBytes107, true>, quantize_row_107,
-         vec_dot_107_scalar, vec_dot_107_avx2, vec_dot_107_avx512, vec_dot_rows_107_avx512),
+         vec_dot_107_scalar, vec_dot_107_avx2, vec_dot_107_avx512, vec_dot_rows_107_avx512,
+         vec_dot_107_avx512vbmi, vec_dot_rows_107_avx512vbmi),
 };
 
 }  // namespace

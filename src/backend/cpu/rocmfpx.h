@@ -83,6 +83,14 @@ void vec_dot_rows_101_avx512(int64_t n, const void* w, int64_t w_stride, const v
 void vec_dot_rows_104_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
 void vec_dot_rows_107_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
 
+// kAvx512Vbmi level (also needs VBMI): the same bits through the VBMI multi-row kernels.
+float vec_dot_101_avx512vbmi(int64_t n, const void* w, const void* act);
+float vec_dot_104_avx512vbmi(int64_t n, const void* w, const void* act);
+float vec_dot_107_avx512vbmi(int64_t n, const void* w, const void* act);
+void vec_dot_rows_101_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
+void vec_dot_rows_104_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
+void vec_dot_rows_107_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
+
 // Quantizers (rocmfpx_quant.cpp). Signatures as QuantizeRowFn.
 void quantize_row_100(const float* src, void* dst, int64_t n, const float* importance);
 void quantize_row_101(const float* src, void* dst, int64_t n, const float* importance);

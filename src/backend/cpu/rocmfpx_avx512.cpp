@@ -1,5 +1,6 @@
 // backend/cpu/rocmfpx_avx512.cpp — AVX-512 (F/BW/VL/DQ/VNNI) vec_dots of the ROCmFPx family against
-// BlockQ8_0Act activations. Bit-identical to the scalar references in rocmfpx.cpp.
+// BlockQ8_0Act activations. Bit-identical to the scalar references in rocmfpx.cpp. Types 101, 104 and
+// 107 also have *_avx512vbmi kernels (VBMI multi-row), used only at the kAvx512Vbmi level.
 //
 // ACCUMULATION ORDER (the one of rocmfpx.cpp, reproduced lane-wise):
 //   Blocks go in chunks of 16; chunk c = blocks 16c .. 16c+15 feeds float accumulator acc[c & 1],
@@ -465,42 +466,43 @@ void rows_fallback(int64_t n, const void* w, int64_t w_stride, const void* act, 
 
 }  // namespace
 
-float vec_dot_104_avx512(int64_t n, const void* w, const void* act) {
-  if (fp4x17::has_vbmi()) {
-    float out;
-    code_rows<3>(n, w, 0, act, 1, &out);
-    return out;
-  }
-  return vec_dot<Fp3>(n, w, act);
-}
-float vec_dot_107_avx512(int64_t n, const void* w, const void* act) {
-  if (fp4x17::has_vbmi()) {
-    float out;
-    code_rows<2>(n, w, 0, act, 1, &out);
-    return out;
-  }
-  return vec_dot<Fp2>(n, w, act);
-}
+float vec_dot_104_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp3>(n, w, act); }
+float vec_dot_107_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp2>(n, w, act); }
 void vec_dot_rows_104_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
-  if (fp4x17::has_vbmi()) return code_rows<3>(n, w, w_stride, act, nr, out);
   rows_fallback<Fp3>(n, w, w_stride, act, nr, out);
 }
 void vec_dot_rows_107_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
-  if (fp4x17::has_vbmi()) return code_rows<2>(n, w, w_stride, act, nr, out);
   rows_fallback<Fp2>(n, w, w_stride, act, nr, out);
 }
-
-float vec_dot_101_avx512(int64_t n, const void* w, const void* act) {
-  if (fp4x17::has_vbmi()) {
-    float out;
-    fp4x17::dot_rows<Fp4FastRows>(n, w, 0, act, 1, &out);
-    return out;
-  }
-  return vec_dot<Fp4One>(n, w, act);
-}
+float vec_dot_101_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp4One>(n, w, act); }
 void vec_dot_rows_101_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
-  if (fp4x17::has_vbmi()) return fp4x17::dot_rows<Fp4FastRows>(n, w, w_stride, act, nr, out);
-  for (int r = 0; r < nr; ++r) out[r] = vec_dot<Fp4One>(n, static_cast<const uint8_t*>(w) + r * w_stride, act);
+  rows_fallback<Fp4One>(n, w, w_stride, act, nr, out);
+}
+
+// kAvx512Vbmi level: the VBMI multi-row kernels.
+float vec_dot_104_avx512vbmi(int64_t n, const void* w, const void* act) {
+  float out;
+  code_rows<3>(n, w, 0, act, 1, &out);
+  return out;
+}
+float vec_dot_107_avx512vbmi(int64_t n, const void* w, const void* act) {
+  float out;
+  code_rows<2>(n, w, 0, act, 1, &out);
+  return out;
+}
+void vec_dot_rows_104_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  code_rows<3>(n, w, w_stride, act, nr, out);
+}
+void vec_dot_rows_107_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  code_rows<2>(n, w, w_stride, act, nr, out);
+}
+float vec_dot_101_avx512vbmi(int64_t n, const void* w, const void* act) {
+  float out;
+  fp4x17::dot_rows<Fp4FastRows>(n, w, 0, act, 1, &out);
+  return out;
+}
+void vec_dot_rows_101_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  fp4x17::dot_rows<Fp4FastRows>(n, w, w_stride, act, nr, out);
 }
 
 float vec_dot_100_avx512(int64_t n, const void* w, const void* act) { return vec_dot<Fp4Two>(n, w, act); }

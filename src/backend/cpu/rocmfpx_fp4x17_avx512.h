@@ -1,7 +1,7 @@
 // backend/cpu/rocmfpx_fp4x17_avx512.h — multi-row AVX-512 VBMI dot kernel shared by the two 17-byte
 // single-scale FP4 block formats: Q4_0_ROCMFP4_FAST (type 101: qs[16] e) and MXFP4 (type 39:
 // e qs[16]). Include only from *_avx512.cpp files. Functions are compiled for avx512vbmi on top of
-// the file's AVX-512 flags; callers check the CPU (fp4x17::has_vbmi()) first.
+// the file's AVX-512 flags; only the kAvx512Vbmi level's kernels (*_avx512vbmi) call them.
 //
 // ACCUMULATION ORDER — identical to both scalar references (rocmfpx.cpp / mxfp4.h):
 //   v_b = (scale(e_b) * d_x) * (float)isum_b,  partial[b % 32] += v_b (blocks increasing), tree reduce.
@@ -34,11 +34,6 @@
 #pragma GCC target("avx512vbmi")
 
 namespace dsv4::cpu::fp4x17 {
-
-inline bool has_vbmi() {
-  static const bool v = __builtin_cpu_supports("avx512vbmi");
-  return v;
-}
 
 constexpr int64_t kBytes = 17;
 constexpr int kChunk = 16;

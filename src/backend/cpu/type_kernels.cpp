@@ -57,7 +57,7 @@ int64_t act_row_bytes(ActFormat format, int64_t n) {
 
 void quantize_act_row(ActFormat format, const float* src, void* dst, int64_t n) {
   // The AVX-512 quantizers give the reference's bits (act_quant.h), so the CPU decides, not max_level.
-  static const bool use_avx512 = detected_simd_level() == SimdLevel::kAvx512;
+  static const bool use_avx512 = has_avx512(detected_simd_level());
   switch (format) {
     case ActFormat::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case ActFormat::kQ8_0: return use_avx512 ? quantize_act_q8_0_avx512(src, dst, n) : quantize_act_q8_0(src, dst, n);

@@ -19,7 +19,7 @@ void fma_axpy_avx2(float* y, const float* x, float a, int64_t n);
 void fma_axpy_avx512(float* y, const float* x, float a, int64_t n);
 
 inline FmaAxpyFn select_fma_axpy(SimdLevel level) {
-  return level == SimdLevel::kAvx512 ? fma_axpy_avx512 : level == SimdLevel::kAvx2 ? fma_axpy_avx2 : fma_axpy_scalar;
+  return has_avx512(level) ? fma_axpy_avx512 : level == SimdLevel::kAvx2 ? fma_axpy_avx2 : fma_axpy_scalar;
 }
 
 // h[i] = silu(min(g[i], limit)) · min(max(u[i], −limit), limit) with std::min / std::max semantics
@@ -29,7 +29,7 @@ using SwigluClampFn = void (*)(const float* g, const float* u, int64_t n, float 
 void swiglu_clamp_scalar(const float* g, const float* u, int64_t n, float limit, float* h);
 void swiglu_clamp_avx512(const float* g, const float* u, int64_t n, float limit, float* h);
 inline SwigluClampFn select_swiglu_clamp(SimdLevel level) {
-  return level == SimdLevel::kAvx512 ? swiglu_clamp_avx512 : swiglu_clamp_scalar;
+  return has_avx512(level) ? swiglu_clamp_avx512 : swiglu_clamp_scalar;
 }
 
 // Weighted sum of rows into several outputs: for h < H, for every c < d, for j = 0, 1, .., nk − 1:

@@ -8,6 +8,7 @@
 
 #include "backend/cpu/quant.h"
 #include "numerics/half.h"
+#include "unit/backend_cpu/kernel_test_util.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -25,7 +26,8 @@ TEST(FloatTypes, RegisteredWithEveryLevel) {
     const TypeKernels* k = type_kernels(t);
     ASSERT_NE(k, nullptr);
     EXPECT_EQ(k->act, ActFormat::kF32);
-    for (auto* f : k->vec_dot) EXPECT_NE(f, nullptr);
+    for (int level = 0; level <= static_cast<int>(SimdLevel::kAvx512); ++level) EXPECT_NE(k->vec_dot[level], nullptr);
+    EXPECT_EQ(effective_simd_level(*k, SimdLevel::kAvx512Vbmi), SimdLevel::kAvx512);  // no VBMI variant
   }
 }
 
@@ -67,12 +69,13 @@ TEST(FloatTypes, DotMatchesDefinitionAndSimdMatchesScalarBitForBit) {
         const float ref = k.vec_dot[0](n, wq.data(), x.data());
         EXPECT_EQ(bits(ref), bits(p[0])) << tensor_type_name(t) << " n=" << n;
         for (int level = 1; level <= static_cast<int>(top); ++level) {
-          const float got = k.vec_dot[level](n, wq.data(), x.data());
+          const float got = select_vec_dot(k, static_cast<SimdLevel>(level))(n, wq.data(), x.data());
           EXPECT_EQ(bits(got), bits(ref)) << tensor_type_name(t) << " n=" << n << " level=" << level;
         }
       }
     }
   }
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
 TEST(FloatTypes, SpecialValuesPropagateIdentically) {
@@ -82,9 +85,12 @@ TEST(FloatTypes, SpecialValuesPropagateIdentically) {
   w[5] = INFINITY;
   x[37] = -0.0f;
   w[37] = 0.0f;
-  for (int level = 0; level <= static_cast<int>(top); ++level) EXPECT_TRUE(std::isinf(k.vec_dot[level](40, w.data(), x.data())));
+  for (int level = 0; level <= static_cast<int>(top); ++level)
+    EXPECT_TRUE(std::isinf(select_vec_dot(k, static_cast<SimdLevel>(level))(40, w.data(), x.data())));
   w[5] = NAN;
-  for (int level = 0; level <= static_cast<int>(top); ++level) EXPECT_TRUE(std::isnan(k.vec_dot[level](40, w.data(), x.data())));
+  for (int level = 0; level <= static_cast<int>(top); ++level)
+    EXPECT_TRUE(std::isnan(select_vec_dot(k, static_cast<SimdLevel>(level))(40, w.data(), x.data())));
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
 }  // namespace

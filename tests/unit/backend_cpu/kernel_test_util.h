@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "base/cpu_features.h"
 #include "numerics/half.h"
@@ -19,6 +22,24 @@ inline std::vector<SimdLevel> runnable_simd_levels() {
   for (int l = 0; l <= static_cast<int>(detected_simd_level()); ++l) out.push_back(static_cast<SimdLevel>(l));
   return out;
 }
+
+// The SimdLevels above detected_simd_level(), comma-separated names ("" when this CPU runs them all).
+inline std::string missing_simd_levels() {
+  std::string out;
+  for (int l = static_cast<int>(detected_simd_level()) + 1; l < kSimdLevelCount; ++l)
+    out += (out.empty() ? "" : ", ") + std::string(simd_level_name(static_cast<SimdLevel>(l)));
+  return out;
+}
+
+// Ends a test that checked every runnable SIMD level (runnable_simd_levels(), or level <=
+// detected_simd_level()): when this CPU lacks a level the test shows as SKIPPED, naming it, so a level
+// that never ran never counts as passed. A check that failed at a level that did run still fails it.
+#define DSV4_SKIP_MISSING_SIMD_LEVELS()                                                                 \
+  do {                                                                                                 \
+    if (const std::string dsv4_missing = ::dsv4::cpu::test::missing_simd_levels(); !dsv4_missing.empty()) \
+      GTEST_SKIP() << "this CPU lacks SIMD level " << dsv4_missing << " (levels up to "                  \
+                   << ::dsv4::simd_level_name(::dsv4::detected_simd_level()) << " ran)";                 \
+  } while (0)
 
 // Same bits, or both NaN (NaN payload propagation depends on operand order, not on the math).
 inline bool same_float(float a, float b) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul.h"
+#include "unit/backend_cpu/kernel_test_util.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -58,6 +59,7 @@ TEST(Matmul, BitIdenticalAcrossThreadsColumnsAndSimdLevels) {
       }
     }
   }
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
 TEST(Matmul, ClearErrors) {
@@ -114,6 +116,7 @@ TEST(Matmul, EveryVecDotRowsEqualsScalarVecDot) {
       }
     }
   }
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
 }  // namespace
@@ -189,6 +192,7 @@ TEST(MatmulBatch, SameBitsAsSeparateMatmuls) {
       }
     }
   }
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
 }  // namespace
@@ -236,7 +240,8 @@ TEST(Matmul, TileKernelsMatchScalar) {
   std::mt19937 rng(29);
   int tested = 0;
   for (const TypeKernels* k : all_type_kernels()) {
-    if (k->vec_dot_tile[0] == nullptr && k->vec_dot_tile[1] == nullptr && k->vec_dot_tile[2] == nullptr) continue;
+    const auto no_tile = [](VecDotTileFn f) { return f == nullptr; };
+    if (std::all_of(std::begin(k->vec_dot_tile), std::end(k->vec_dot_tile), no_tile)) continue;
     // 6, 8, 24 super-blocks: short chunks; 21 and 117: float rows with a masked tail of 5 and 21.
     for (const int64_t n : {int64_t{32 * 37}, int64_t{32 * 50}, int64_t{256 * 17}, int64_t{256 * 18}, int64_t{256 * 6},
                             int64_t{256 * 8}, int64_t{256 * 24}, int64_t{21}, int64_t{117}}) {
@@ -277,6 +282,7 @@ TEST(Matmul, PreparedActivationsMatchScalar) {
       }
     }
   }
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
 }  // namespace

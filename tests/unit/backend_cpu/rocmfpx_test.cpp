@@ -11,6 +11,7 @@
 
 #include "backend/cpu/quant.h"
 #include "base/cpu_features.h"
+#include "unit/backend_cpu/kernel_test_util.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -128,6 +129,11 @@ TEST(RocmFpx, Registered) {
     EXPECT_NE(k->vec_dot[0], nullptr);
     EXPECT_NE(k->vec_dot[1], nullptr);
     EXPECT_NE(k->vec_dot[2], nullptr);
+  }
+  // FP2, FP3 and FP4-fast have VBMI kernels at the kAvx512Vbmi level; the others use their AVX-512 one.
+  for (TensorType t : {TensorType::kQ4_0_ROCMFP4_FAST, TensorType::kQ3_0_ROCMFPX, TensorType::kQ2_0_ROCMFP2}) {
+    EXPECT_NE(type_kernels(t)->vec_dot[static_cast<int>(SimdLevel::kAvx512Vbmi)], nullptr) << tensor_type_name(t);
+    EXPECT_NE(type_kernels(t)->vec_dot_rows[static_cast<int>(SimdLevel::kAvx512Vbmi)], nullptr) << tensor_type_name(t);
   }
 }
 
@@ -416,6 +422,7 @@ TEST(RocmFpx, SimdMatchesScalarBitForBit) {
   if (detected_simd_level() != SimdLevel::kScalar) {
     EXPECT_GT(compared, 0);
   }
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
 // vec_dot_rows (every level that has one): out[i] == scalar vec_dot of row i, bit for bit, for
@@ -455,6 +462,7 @@ TEST(RocmFpx, VecDotRowsMatchesScalarBitForBit) {
     }
   }
   RecordProperty("compared", compared);
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
 // vec_dot against the f64 dot of the dequantized weights and activations (both exact in f64).
@@ -485,6 +493,7 @@ TEST(RocmFpx, VecDotMatchesF64Dot) {
       }
     }
   }
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
 }  // namespace
