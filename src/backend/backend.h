@@ -15,7 +15,11 @@
 //   from the same inputs in that order (one canonical order per op, shared numerics in numerics/),
 //   so outputs are bit-identical across backends, SIMD levels, thread counts, chunk sizes and batch
 //   composition. tests/unit/backend/conformance_test.cpp holds a scalar reference of each op and
-//   checks every backend the build has against it with a bound of zero bits.
+//   checks every backend the build has against it with a bound of zero bits. NaN: where the order
+//   produces a NaN every backend produces a NaN, but its sign and payload are not part of the
+//   contract (IEEE operations, C++ and CUDA do not pin which operand's NaN a result carries).
+// - max(m, v) in these comments is std::max's order: a running max that a NaN v never replaces;
+//   ReLU(v) = v > 0 ? v : 0 (a NaN counts as 0).
 // - Activations are F32 row-major 2-D tensors ([rows][cols]: ne[0] = cols, ne[1] = rows, nb[1] the
 //   row stride in bytes, which may exceed ne[0]·4 for a column slice). Index tensors are I32.
 // - Weights are 2-D [in, out] (ne[0] = in features, one row per output) or 3-D [in, out, expert]
@@ -169,7 +173,7 @@ struct AttentionArgs {
 struct RouteArgs {
   Tensor logits;        // [n][E] router logits
   Tensor bias;          // [E] F32 selection bias, or invalid
-  Tensor tid2eid;       // [K][vocab] I32 hash table (ne[0] = K), or invalid: biased top-k
+  Tensor tid2eid;       // I32 hash table, one row of K expert ids per token ([vocab][K]: ne[0] = K), or invalid
   Tensor tokens;        // [n] I32 (hash layers)
   Tensor ids;           // [n][K] I32 out
   Tensor weights;       // [n][K] F32 out
@@ -186,6 +190,13 @@ struct MoeArgs {
   Tensor gate_sh, up_sh, down_sh;   // shared expert [D, I] / [I, D], or invalid
   Tensor out;                       // [n][D]
   float limit_exp = 0, limit_sh = 0;  // SwiGLU clamps
+};
+
+struct StepBounds {
+  int64_t tokens = 0;         // rows of one step
+  int64_t heads = 0;          // attention query heads
+  int64_t keys = 0;           // keys of one attention query (raw window + compressed entries)
+  int64_t index_entries = 0;  // compressed entries one indexer query scores
 };
 
 class Backend {
@@ -206,6 +217,11 @@ class Backend {
   // A small parameter (norm weights, biases, HC scale/base, sinks, ape) dequantized once to F32
   // [rows][ne[0]] into `keep`.
   virtual Result<Tensor> load_weight_f32(const Tensor& host, std::vector<Buffer>& keep) = 0;
+
+  // The largest sizes a session's steps reach, so that the backend sizes its internal scratch once:
+  // a decode step then allocates nothing, however long the context grows. Sessions call it when
+  // they are created; calling it again only grows.
+  virtual Status reserve(const StepBounds& bounds) = 0;
 
   // --- host transfers ---------------------------------------------------------------------------
   // dst's first `bytes` (contiguous) = src. Ordered with the ops; never waits for them.
@@ -269,6 +285,7 @@ class Backend {
   //   (absent: 0); den = Σ_c e_c (32 partials + fixed tree, absent included as 0);
   //   acc = Σ_c e_c·a_c (fma chain over present c); P[j] = acc / den;
   // then rms_norm(P, norm, eps) and rope (one row at position w·r, compress frequencies).
+  // (m is max(m, z_c) from −inf.)
   virtual void compressor_update(const CompressorUpdate& u, const CompressorTensors& state) = 0;
 
   // Lightning indexer top-k for n queries at positions p0 + t: visible = ⌊(p + 1)/ratio⌋ entries of
@@ -294,7 +311,7 @@ class Backend {
   // rows of positions max(p0, p0 + n − W) … p0 + n − 1.
   virtual void kv_store(const Tensor& kv, int64_t p0, const Tensor& ring) = 0;
 
-  // MoE router (spec §6.2): s_e = sqrt(softplus(logits[t][e])); ids[t] = tid2eid[tokens[t]][0..K)
+  // MoE router (spec §6.2): s_e = sqrt(softplus(logits[t][e])) (softplus(NaN) = NaN); ids[t] = tid2eid[tokens[t]][0..K)
   // (hash layers: entries validated at load), else the K highest s_e + bias_e (or s_e) in
   // descending order (ties → lower e; NaN ranks below every number, NaNs by lower e);
   // sum = Σ_k s_{ids[k]} sequentially from 0;

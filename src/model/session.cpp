@@ -112,6 +112,18 @@ Status Session::allocate() {
     slots[static_cast<size_t>(il)].comp_e = state.add(TensorType::kF32, s.head_dim, cap);
     if (kind == AttentionKind::kCsa) slots[static_cast<size_t>(il)].idx_e = state.add(TensorType::kF32, s.idx_head_dim, cap);
   }
+  // The largest per-query sizes any step of this session reaches (backend scratch, sized once).
+  backend::StepBounds bounds;
+  bounds.tokens = max_chunk_;
+  bounds.heads = s.n_head;
+  bounds.keys = s.n_swa;
+  for (int64_t il = 0; il < s.n_layer; ++il) {
+    const AttentionKind kind = s.attention_kind(il);
+    const int64_t visible = kind == AttentionKind::kSliding ? 0 : ctx_ / s.compress_ratio[static_cast<size_t>(il)];
+    bounds.keys = std::max(bounds.keys, s.n_swa + (kind == AttentionKind::kCsa ? std::min(visible, s.idx_topk) : visible));
+    if (kind == AttentionKind::kCsa) bounds.index_entries = std::max(bounds.index_entries, visible);
+  }
+  DSV4_RETURN_IF_ERROR(backend_.reserve(bounds));
   auto sbuf = state.allocate(backend_);
   if (!sbuf.ok()) return sbuf.status().with_context("session state for " + std::to_string(ctx_) + " tokens");
   state_buf_ = std::move(*sbuf);

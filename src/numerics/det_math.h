@@ -72,8 +72,10 @@ DSV4_HD float log1p_pos(float u) {
   return static_cast<float>(log_pos(1.0 + du));
 }
 
-// softplus(x) = max(x, 0) + ln(1 + e^−|x|).
+// softplus(x) = max(x, 0) + ln(1 + e^−|x|); NaN → NaN (log_pos would read a NaN's exponent field
+// as a number and return ≈ 710).
 DSV4_HD float softplus(float x) {
+  if (x != x) return x;
   const float ax = x < 0 ? -x : x;
   return (x > 0 ? x : 0.0f) + log1p_pos(exp(-ax));
 }

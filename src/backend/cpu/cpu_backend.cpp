@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <string>
 
 #include "backend/cpu/cpu_backend_internal.h"
@@ -72,6 +73,23 @@ bool CpuBackend::supports(backend::Op op, TensorType type) const {
     default:
       return type == TensorType::kF32;
   }
+}
+
+Status CpuBackend::reserve(const backend::StepBounds& b) {
+  if (b.tokens < 0 || b.heads < 0 || b.keys < 0 || b.index_entries < 0) return invalid_argument("reserve: negative bounds");
+  try {
+    for (ThreadScratch& ts : thread_scratch_) {  // attention: one query's scores and key rows per thread
+      grow(ts.p, b.heads * b.keys);
+      grow(ts.den, b.heads);
+      ts.keys.reserve(static_cast<size_t>(b.keys));
+    }
+    grow(score_, b.index_entries);  // indexer_topk: one query's scores and their order
+    grow(order_, b.index_entries);
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted("reserve: no memory for the attention and indexer scratch of " +
+                              std::to_string(b.keys) + " keys × " + std::to_string(b.heads) + " heads");
+  }
+  return ok_status();
 }
 
 Result<backend::Buffer> CpuBackend::allocate(int64_t bytes) {

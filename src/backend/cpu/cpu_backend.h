@@ -43,6 +43,7 @@ class CpuBackend final : public backend::Backend {
   std::string describe() const override;
   bool supports(backend::Op op, TensorType type) const override;
   Result<backend::Buffer> allocate(int64_t bytes) override;
+  Status reserve(const backend::StepBounds& bounds) override;
   Result<backend::Tensor> load_weight(const backend::Tensor& host, std::vector<backend::Buffer>& keep) override;
   Result<backend::Tensor> load_weight_f32(const backend::Tensor& host, std::vector<backend::Buffer>& keep) override;
 

@@ -24,7 +24,7 @@
 #include "backend/cpu/quant.h"
 #include "backend/registry/registry.h"
 #include "base/cpu_features.h"
-#include "base/half.h"
+#include "numerics/half.h"
 
 namespace dsv4::conformance {
 
@@ -304,8 +304,17 @@ inline std::string describe_f32(float v) {
   return buf;
 }
 
+// The contract (backend.h): every number bit for bit; a NaN where the reference has a NaN, its sign
+// and payload unspecified (IEEE operations do not pin which operand's NaN they return). The poison
+// NaN never counts as a computed NaN: where the reference expects the poison (an element the op must
+// not write) the backend must have left exactly the poison.
+inline bool same_f32_bits(float ref, float got) {
+  if (f32_bits(ref) == kPoison || f32_bits(got) == kPoison || ref == ref) return f32_bits(ref) == f32_bits(got);
+  return got != got;
+}
+
 // Compares a rows × cols block: ref dense ([r·cols + c]) against got ([r·got_stride + got_off + c]),
-// bit for bit (NaN payloads included). Reports how many differ and the first difference.
+// bit for bit (NaN as NaN, see same_f32_bits). Reports how many differ and the first difference.
 inline ::testing::AssertionResult same_f32(const std::string& what, const std::vector<float>& ref,
                                            const std::vector<float>& got, int64_t rows, int64_t cols,
                                            int64_t got_stride = -1, int64_t got_off = 0) {
@@ -313,7 +322,7 @@ inline ::testing::AssertionResult same_f32(const std::string& what, const std::v
   int64_t bad = 0, first = -1;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      if (f32_bits(ref[static_cast<size_t>(r * cols + c)]) != f32_bits(got[static_cast<size_t>(r * got_stride + got_off + c)])) {
+      if (!same_f32_bits(ref[static_cast<size_t>(r * cols + c)], got[static_cast<size_t>(r * got_stride + got_off + c)])) {
         if (first < 0) first = r * cols + c;
         ++bad;
       }

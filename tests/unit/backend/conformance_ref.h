@@ -24,14 +24,14 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/cpu/accumulate.h"
-#include "backend/cpu/det_math.h"
+#include "numerics/accumulate.h"
+#include "numerics/det_math.h"
 #include "backend/cpu/quant.h"
 #include "base/tensor_type.h"
 
 namespace dsv4::conformance {
 
-namespace det = dsv4::cpu::det;
+namespace det = dsv4::det;
 
 // --- mutations ------------------------------------------------------------------------------------
 
@@ -89,14 +89,14 @@ inline float dot32(const float* a, const float* b, int64_t n) {
     for (int64_t i = 0; i < n; ++i) s = std::fma(a[i], b[i], s);
     return s;
   }
-  cpu::Partials32 acc;
+  Partials32 acc;
   for (int64_t i = 0; i < n; ++i) acc.p[i & 31] = std::fma(a[i], b[i], acc.p[i & 31]);
   return acc.reduce();
 }
 
 // Σ v_i: partial[i % 32] += v_i, i ascending, then the fixed tree.
 inline float sum32(const float* v, int64_t n) {
-  cpu::Partials32 acc;
+  Partials32 acc;
   for (int64_t i = 0; i < n; ++i) acc.add(i, v[i]);
   return acc.reduce();
 }

@@ -54,6 +54,7 @@ std::vector<Target> all_targets() {
       {BackendKind::kCpu, SimdLevel::kScalar, 3, false, "cpu_scalar"},
       {BackendKind::kCpu, SimdLevel::kAvx2, 3, false, "cpu_avx2"},
       {BackendKind::kCpu, SimdLevel::kAvx512, 3, false, "cpu_avx512"},
+      {BackendKind::kCpu, SimdLevel::kAvx512Vbmi, 3, false, "cpu_avx512vbmi"},
       {BackendKind::kCpu, SimdLevel::kAvx512, 3, true, "cpu_avx512_amx"},
       {BackendKind::kCpu, SimdLevel::kAvx2, 1, false, "cpu_avx2_1thread"},
       {BackendKind::kCuda, SimdLevel::kScalar, 0, false, "cuda"},
