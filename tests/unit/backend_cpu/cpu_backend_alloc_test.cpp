@@ -1,56 +1,17 @@
 // tests/unit/backend_cpu/cpu_backend_alloc_test.cpp — CpuBackend's steady state is heap-free: after
 // one warm-up call of a shape, calling an op again with that shape calls no operator new (on any
-// thread). This binary replaces the global operator new / delete; allocations are counted only while
-// g_counting is set, so the rest of the test binary is unaffected.
+// thread). This binary replaces the global operator new / delete (unit/common/counting_new.h);
+// allocations are counted only while a test counts, so the rest of the test binary is unaffected.
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/quant.h"
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<int64_t> g_allocs{0};
-
-void* counted_alloc(std::size_t n) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocs.fetch_add(1, std::memory_order_relaxed);
-  void* p = std::malloc(n == 0 ? 1 : n);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-void* counted_alloc_aligned(std::size_t n, std::align_val_t a) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocs.fetch_add(1, std::memory_order_relaxed);
-  const std::size_t al = static_cast<std::size_t>(a);
-  void* p = std::aligned_alloc(al, (n + al - 1) / al * al);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(std::size_t n) { return counted_alloc(n); }
-void* operator new[](std::size_t n) { return counted_alloc(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try { return counted_alloc(n); } catch (...) { return nullptr; }
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  try { return counted_alloc(n); } catch (...) { return nullptr; }
-}
-void* operator new(std::size_t n, std::align_val_t a) { return counted_alloc_aligned(n, a); }
-void* operator new[](std::size_t n, std::align_val_t a) { return counted_alloc_aligned(n, a); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+#include "unit/common/counting_new.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -62,11 +23,7 @@ using backend::Tensor;
 template <typename F>
 int64_t allocs_of_second_call(F&& fn) {
   fn();
-  g_allocs.store(0);
-  g_counting.store(true);
-  fn();
-  g_counting.store(false);
-  return g_allocs.load();
+  return testing_alloc::allocations_during(fn);
 }
 
 class CpuBackendAlloc : public ::testing::Test {
@@ -113,14 +70,13 @@ TEST_F(CpuBackendAlloc, CounterSeesAllocations) {
             }),
             0);
   std::atomic<int64_t> sum{0};
-  const int64_t before = g_allocs.load();
-  g_counting.store(true);
-  be_.pool().parallel_for(be_.pool().size(), [&](int64_t b, int64_t e, int) {
-    std::vector<int64_t> v(static_cast<size_t>(e - b + 10), 1);
-    sum += v[0];
-  });
-  g_counting.store(false);
-  EXPECT_GE(g_allocs.load() - before, be_.pool().size());
+  EXPECT_GE(testing_alloc::allocations_during([&] {
+              be_.pool().parallel_for(be_.pool().size(), [&](int64_t b, int64_t e, int) {
+                std::vector<int64_t> v(static_cast<size_t>(e - b + 10), 1);
+                sum += v[0];
+              });
+            }),
+            be_.pool().size());
   EXPECT_EQ(sum.load(), be_.pool().size());
 }
 

@@ -1,15 +1,12 @@
 // tests/unit/model/decode_step_test.cpp — the backend seam's budget for one decode step after
 // warm-up: no heap allocation on the host (counted by replacing the global operator new in this
-// test binary) and exactly one host-visible synchronisation (the logits download), counted by the
-// backend. Also: the step's results do not depend on the session's max_chunk.
+// test binary, unit/common/counting_new.h) and exactly one host-visible synchronisation (the logits
+// download), counted by the backend. Also: the step's results do not depend on the session's max_chunk.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,47 +14,7 @@
 #include "backend/registry/registry.h"
 #include "model/model.h"
 #include "tools/synth.h"
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<int64_t> g_allocations{0};
-
-void* counted_alloc(std::size_t n, std::size_t align) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (n == 0) n = 1;
-  void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-// Every form of global new funnels through counted_alloc (the matching deletes free()).
-void* operator new(std::size_t n) { return counted_alloc(n, 0); }
-void* operator new[](std::size_t n) { return counted_alloc(n, 0); }
-void* operator new(std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a)); }
-void* operator new[](std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a)); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return counted_alloc(n, 0);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return counted_alloc(n, 0);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+#include "unit/common/counting_new.h"
 
 namespace dsv4::model {
 namespace {
@@ -104,12 +61,11 @@ TEST_P(DecodeStepTest, NoAllocationAndOneSyncPerStepAfterWarmUp) {
     for (int i = 0; i < 40; ++i) {
       tok = static_cast<int32_t>((tok * 31 + 7) % s.n_vocab);
       const int64_t syncs_before = be->syncs();
-      g_allocations = 0;
-      g_counting = true;
-      const Status st = session.forward(std::span<const int32_t>(&tok, 1), logits.data(), false);
-      g_counting = false;
+      Status st;
+      const int64_t allocations = testing_alloc::allocations_during(
+          [&] { st = session.forward(std::span<const int32_t>(&tok, 1), logits.data(), false); });
       ASSERT_TRUE(st.ok()) << st.to_string();
-      EXPECT_EQ(g_allocations.load(), 0) << "heap allocations in decode step " << i << " (threads " << threads << ")";
+      EXPECT_EQ(allocations, 0) << "heap allocations in decode step " << i << " (threads " << threads << ")";
       EXPECT_EQ(be->syncs() - syncs_before, 1) << "host synchronisations in decode step " << i;
     }
   }
