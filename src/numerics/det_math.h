@@ -83,6 +83,16 @@ DSV4_HD float softplus(float x) {
 DSV4_HD float sigmoid(float x) { return hd::div(1.0f, 1.0f + exp(-x)); }
 DSV4_HD float silu(float x) { return x * sigmoid(x); }
 
+// One element of the clamped SwiGLU (backend.h moe): silu(std::min(g, L)) · std::min(std::max(u, −L), L),
+// with std::min/max's rule written out (the first operand unless the second compares less / greater),
+// so a NaN g or u passes through (CUDA's fminf/fmaxf would drop it).
+DSV4_HD float swiglu_clamp(float g, float u, float limit) {
+  const float gi = limit < g ? limit : g;
+  const float lo = u < -limit ? -limit : u;
+  const float ui = limit < lo ? limit : lo;
+  return silu(gi) * ui;
+}
+
 // sin and cos of a double angle (|a| up to ~1e9): Cody-Waite reduction by π/2 with a 3-part
 // constant, then the classic minimax kernels on [−π/4, π/4] (fdlibm coefficients, as data).
 DSV4_HD void sincos(double a, double* s_out, double* c_out) {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "numerics/accumulate.h"
+#include "numerics/dot.h"
 
 namespace dsv4::cpu::internal {
 
@@ -30,12 +30,7 @@ inline T* grow(std::vector<T>& v, int64_t n) {
   return v.data();
 }
 
-// Σ x[i] over n values: 32 interleaved partials + fixed tree (accumulate.h).
-inline float sum32(const float* x, int64_t n) {
-  Partials32 acc;
-  for (int64_t i = 0; i < n; ++i) acc.p[i & 31] += x[i];
-  return acc.reduce();
-}
+using dsv4::sum32;  // numerics/dot.h
 
 // "op: what" (only built on errors).
 inline std::string shape_error(const char* op, const std::string& what) { return std::string(op) + ": " + what; }

@@ -14,9 +14,7 @@ void fma_axpy_scalar(float* y, const float* x, float a, int64_t n) {
 
 void swiglu_clamp_scalar(const float* g, const float* u, int64_t n, float limit, float* h) {
   for (int64_t i = 0; i < n; ++i) {
-    const float gi = std::min(g[i], limit);
-    const float ui = std::min(std::max(u[i], -limit), limit);
-    h[i] = det::silu(gi) * ui;
+    h[i] = det::swiglu_clamp(g[i], u[i], limit);
   }
 }
 
