@@ -2,26 +2,50 @@
 #include "backend/registry/registry.h"
 
 #include "backend/cpu/cpu_backend.h"
+#if DSV4_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace dsv4::backend {
+namespace {
 
-Result<std::unique_ptr<Backend>> create_backend(const BackendOptions& options) {
-  switch (options.kind) {
-    case BackendKind::kCuda:
-      return unsupported(
-          "--backend cuda: this dsv4 was built without the CUDA backend (it is not implemented yet); use "
-          "--backend cpu");
-    case BackendKind::kAuto:
-    case BackendKind::kCpu:
-      break;
-  }
+std::unique_ptr<Backend> make_cpu(const BackendOptions& options) {
   cpu::CpuBackendOptions cpu_options;
   cpu_options.threads = options.threads;
   cpu_options.simd = options.simd;
   cpu_options.amx = options.amx;
-  return std::unique_ptr<Backend>(std::make_unique<cpu::CpuBackend>(cpu_options));
+  return std::make_unique<cpu::CpuBackend>(cpu_options);
 }
 
-std::vector<BackendKind> built_backends() { return {BackendKind::kCpu}; }
+}  // namespace
+
+Result<std::unique_ptr<Backend>> create_backend(const BackendOptions& options) {
+  switch (options.kind) {
+    case BackendKind::kCuda:
+#if DSV4_HAVE_CUDA
+      return cuda::create_cuda_backend(cuda::CudaBackendOptions{});
+#else
+      return unsupported(
+          "--backend cuda: this dsv4 was built without the CUDA backend (configure with -DDSV4_CUDA=ON where nvcc "
+          "is installed); use --backend cpu");
+#endif
+    case BackendKind::kAuto:
+#if DSV4_HAVE_CUDA
+      if (cuda::cuda_device_available()) return cuda::create_cuda_backend(cuda::CudaBackendOptions{});
+#endif
+      return make_cpu(options);
+    case BackendKind::kCpu:
+      break;
+  }
+  return make_cpu(options);
+}
+
+std::vector<BackendKind> built_backends() {
+#if DSV4_HAVE_CUDA
+  return {BackendKind::kCpu, BackendKind::kCuda};
+#else
+  return {BackendKind::kCpu};
+#endif
+}
 
 }  // namespace dsv4::backend

@@ -1,0 +1,107 @@
+// backend/cuda/cuda_backend.cuh — CudaBackend's declaration, shared by the op-family .cu files
+// (cuda_backend.cu: memory, transfers, steps, weights; norm_rope_hc.cu; attention.cu: compressor,
+// indexer, attention, kv_store; matmul.cu: activation quantization, matmul, embed; moe.cu: route, moe).
+//
+// Model: every tensor's data is a device pointer (cudaMalloc, never managed memory). Ops enqueue
+// kernels on one stream in call order and never synchronise; a launch or runtime error is recorded
+// (the first one, sticky until end_step). download() is the one synchronisation. Scratch buffers are
+// device allocations that only grow (sized by reserve() and on first use), so steady-state steps
+// allocate nothing.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+
+namespace dsv4::cuda {
+
+// A grow-only device buffer (scratch).
+struct DeviceScratch {
+  void* data = nullptr;
+  int64_t bytes = 0;
+};
+
+class CudaBackend final : public backend::Backend {
+ public:
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+  // Set-up result (stream creation etc.).
+  Status init();
+
+  std::string_view name() const override { return "cuda"; }
+  std::string describe() const override;
+  bool supports(backend::Op op, TensorType type) const override;
+  Result<backend::Buffer> allocate(int64_t bytes) override;
+  Status reserve(const backend::StepBounds& bounds) override;
+  Result<backend::Tensor> load_weight(const backend::Tensor& host, std::vector<backend::Buffer>& keep) override;
+  Result<backend::Tensor> load_weight_f32(const backend::Tensor& host, std::vector<backend::Buffer>& keep) override;
+
+  void upload(const backend::Tensor& dst, const void* src, int64_t bytes) override;
+  Status download(const backend::Tensor& src, void* dst, int64_t bytes) override;
+
+  void begin_step() override;
+  Status end_step() override;
+
+  void embed(const backend::Tensor& table, const backend::Tensor& tokens, int64_t copies,
+             const backend::Tensor& out) override;
+  void matmul(const backend::Tensor& w, const backend::Tensor& x, const backend::Tensor& y) override;
+  void matmul_batch(std::span<const backend::MatmulJob> jobs) override;
+  void rms_norm(const backend::Tensor& x, const backend::Tensor& w, float eps, const backend::Tensor& y) override;
+  void rope(const backend::Tensor& x, int64_t rows_per_pos, int64_t p0, int64_t n_rot, const backend::Tensor& freqs,
+            bool inverse) override;
+  void hc_pre(const backend::Tensor& mix, const backend::Tensor& scale, const backend::Tensor& base, float eps,
+              int64_t iters, const backend::Tensor& X, const backend::Tensor& x, const backend::Tensor& post,
+              const backend::Tensor& comb) override;
+  void hc_post(const backend::Tensor& X, const backend::Tensor& y, const backend::Tensor& post,
+               const backend::Tensor& comb, const backend::Tensor& X_out) override;
+  void hc_head(const backend::Tensor& mix, const backend::Tensor& scale, const backend::Tensor& base, float eps,
+               const backend::Tensor& X, const backend::Tensor& y) override;
+  void compressor_update(const backend::CompressorUpdate& u, const backend::CompressorTensors& state) override;
+  void indexer_topk(const backend::Tensor& qI, const backend::Tensor& g, float gscale0, float gscale1,
+                    const backend::Tensor& keys, int64_t p0, int64_t ratio, const backend::Tensor& out) override;
+  void attention(const backend::AttentionArgs& a) override;
+  void kv_store(const backend::Tensor& kv, int64_t p0, const backend::Tensor& ring) override;
+  void route(const backend::RouteArgs& r) override;
+  void moe(const backend::MoeArgs& m) override;
+
+  // --- for the op-family files ---------------------------------------------------------------------
+  cudaStream_t stream() const { return stream_; }
+  // Records the first error of the step (sticky until end_step).
+  void fail(Status status);
+  // Records `err` (if not cudaSuccess) as "CUDA <what>: <error string>".
+  void check(cudaError_t err, const char* what);
+  // After a launch: records cudaGetLastError() under the kernel's name.
+  void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+  // Grows `s` to at least `bytes` (records an error and returns null on failure). Growing frees the
+  // old allocation after the stream drains (warm-up only: steady state never grows).
+  void* grow(DeviceScratch& s, int64_t bytes);
+  bool failed() const { return !error_.ok(); }
+
+  // Scratch shared by the op families (each op uses its own; ops of one stream never overlap).
+  DeviceScratch act_scratch;     // quantized activations (matmul, moe)
+  DeviceScratch attn_scratch;    // attention scores / probabilities
+  DeviceScratch index_scratch;   // indexer scores and order
+  DeviceScratch moe_scratch;     // per-pair intermediates
+  DeviceScratch misc_scratch;    // small per-op tables
+
+ protected:
+  void release(void* data, int64_t bytes) override;
+
+ private:
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  Status error_;
+  std::string device_name_;
+  int64_t total_bytes_ = 0;
+  int sm_count_ = 0;
+};
+
+}  // namespace dsv4::cuda

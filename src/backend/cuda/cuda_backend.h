@@ -1,0 +1,26 @@
+// backend/cuda/cuda_backend.h — the CUDA implementation of backend::Backend, as seen by host C++ (the
+// registry): no CUDA header here. The implementation (cuda_backend.cuh and the *.cu op families)
+// gives backend.h's bits: every kernel computes each output element in the op's documented order with
+// the shared numerics (src/numerics, compiled as device code with -fmad=false), and the conformance
+// suite (tests/unit/backend) checks it against the scalar references with a bound of zero bits.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "base/status.h"
+
+namespace dsv4::cuda {
+
+struct CudaBackendOptions {
+  int device = 0;  // CUDA device ordinal
+};
+
+// A CUDA backend on `device`. Errors name the cause: no driver, no device, a device that is not
+// sm_90-compatible, or a CUDA runtime failure.
+Result<std::unique_ptr<backend::Backend>> create_cuda_backend(const CudaBackendOptions& options);
+
+// Whether a usable CUDA device is present (for --backend auto); never fails.
+bool cuda_device_available();
+
+}  // namespace dsv4::cuda
