@@ -84,6 +84,15 @@ class CudaBackend final : public backend::Backend {
   // old allocation after the stream drains (warm-up only: steady state never grows).
   void* grow(DeviceScratch& s, int64_t bytes);
   bool failed() const { return !error_.ok(); }
+  // The largest step any session reserved (element-wise max over reserve() calls; zero before any).
+  // An op whose scratch depends on the step (tokens, keys, indexed entries) grows it on first use to
+  // what a step of these bounds needs, not just the current call, so that later steps of a growing
+  // context never grow it (a decode step allocates nothing).
+  const backend::StepBounds& bounds() const { return bounds_; }
+  int sm_count() const { return sm_count_; }
+  int device() const { return device_; }
+  // Device bytes of weights loaded (load_weight + load_weight_f32).
+  int64_t weight_bytes() const { return weight_bytes_; }
 
   // Scratch shared by the op families (each op uses its own; ops of one stream never overlap).
   DeviceScratch act_scratch;     // quantized activations (matmul, moe)
@@ -102,6 +111,12 @@ class CudaBackend final : public backend::Backend {
   std::string device_name_;
   int64_t total_bytes_ = 0;
   int sm_count_ = 0;
+  int cc_major_ = 0, cc_minor_ = 0;
+  int64_t weight_bytes_ = 0;
+  backend::StepBounds bounds_;
+  // Device memory for `bytes` (256-byte multiple, at least 256), or an error naming what was asked,
+  // what for, and the device's free / total memory.
+  Result<void*> device_alloc(int64_t bytes, const char* what);
 };
 
 }  // namespace dsv4::cuda
