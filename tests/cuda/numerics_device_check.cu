@@ -9,6 +9,7 @@
 #include "numerics/det_math.h"
 #include "numerics/half.h"
 #include "numerics/hd.h"
+#include "numerics/quant_ref.h"
 
 __global__ void numerics_device_check(const float* x, float* y, double* yd, uint16_t* h, const void* blocks) {
   const int i = static_cast<int>(threadIdx.x);
@@ -48,5 +49,27 @@ __global__ void numerics_device_check(const float* x, float* y, double* yd, uint
   out += dsv4::f16_to_f32(q80->d) * q80->qs[i & 31] + q80a->d * q80a->qs[i & 31] + q8k->d * q8k->bsums[i & 15];
   out += dsv4::f16_to_f32(q2k->dmin) * q2k->scales[i & 15] + dsv4::f16_to_f32(q4k->d) * q4k->qs[i & 127];
   out += dsv4::f16_to_f32(iq2->d) * iq2->qs[i & 31] + dsv4::e8m0_half(mx->e) * mx->qs[i & 15];
+  y[i] = out;
+}
+
+// numerics/quant_ref.h: every qref:: function, called from device code.
+__global__ void quant_ref_device_check(const float* x, const void* w, void* act, float* y) {
+  namespace q = dsv4::qref;
+  const int i = static_cast<int>(threadIdx.x);
+  float out = q::f32_abs(x[i]) + q::finite_or_zero(x[i]) + q::fmax_c(x[i], 1.0f) + q::fmin_c(x[i], 1.0f);
+  out += q::round_half_away(x[i]) + (q::is_finite(x[i]) ? 1.0f : 0.0f);
+
+  auto* a80 = static_cast<dsv4::BlockQ8_0Act*>(act);
+  auto* a8k = reinterpret_cast<dsv4::BlockQ8_K*>(static_cast<char*>(act) + 1024);
+  q::quantize_act_q8_0_block(x, a80);
+  q::quantize_act_q8_k_block(x, a8k);
+
+  out += q::load_f32(w, i) + q::load_f16(w, i) + q::load_bf16(w, i);
+  out += q::vec_dot_f32(64, w, x) + q::vec_dot_f16(64, w, x) + q::vec_dot_bf16(64, w, x);
+
+  float deq[256];
+  const auto* q80 = static_cast<const dsv4::BlockQ8_0*>(w);
+  q::dequantize_block_q8_0(q80, deq);
+  out += deq[i & 31] + q::dot_block_q8_0(*q80, *a80) + q::vec_dot_q8_0(64, q80, a80);
   y[i] = out;
 }

@@ -5,39 +5,31 @@
 #include <cstring>
 
 #include "backend/cpu/quant.h"
-#include "numerics/accumulate.h"
 #include "numerics/half.h"
+#include "numerics/quant_ref.h"
 
 namespace dsv4::cpu {
 namespace {
 
-inline float load_f32(const void* p, int64_t i) {
-  float v;
-  std::memcpy(&v, static_cast<const uint8_t*>(p) + 4 * i, 4);
-  return v;
-}
-inline uint16_t load_u16(const void* p, int64_t i) {
-  uint16_t v;
-  std::memcpy(&v, static_cast<const uint8_t*>(p) + 2 * i, 2);
-  return v;
-}
-
+// Element loaders and the row dots are numerics/quant_ref.h's (shared with CUDA).
 struct F32Elem {
-  static float get(const void* p, int64_t i) { return load_f32(p, i); }
+  static float get(const void* p, int64_t i) { return qref::load_f32(p, i); }
+  static float dot(int64_t n, const void* w, const void* x) { return qref::vec_dot_f32(n, w, static_cast<const float*>(x)); }
 };
 struct F16Elem {
-  static float get(const void* p, int64_t i) { return f16_to_f32(load_u16(p, i)); }
+  static float get(const void* p, int64_t i) { return qref::load_f16(p, i); }
+  static float dot(int64_t n, const void* w, const void* x) { return qref::vec_dot_f16(n, w, static_cast<const float*>(x)); }
 };
 struct BF16Elem {
-  static float get(const void* p, int64_t i) { return bf16_to_f32(load_u16(p, i)); }
+  static float get(const void* p, int64_t i) { return qref::load_bf16(p, i); }
+  static float dot(int64_t n, const void* w, const void* x) {
+    return qref::vec_dot_bf16(n, w, static_cast<const float*>(x));
+  }
 };
 
 template <typename E>
 float vec_dot_scalar(int64_t n, const void* w, const void* x) {
-  Partials32 acc;
-  const float* xf = static_cast<const float*>(x);
-  for (int64_t i = 0; i < n; ++i) acc.p[i & 31] = std::fma(E::get(w, i), xf[i], acc.p[i & 31]);
-  return acc.reduce();
+  return E::dot(n, w, x);
 }
 
 template <typename E>

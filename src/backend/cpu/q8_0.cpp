@@ -6,21 +6,16 @@
 #include <cstring>
 
 #include "backend/cpu/quant.h"
-#include "numerics/accumulate.h"
 #include "numerics/half.h"
+#include "numerics/quant_ref.h"
 
 namespace dsv4::cpu {
 namespace {
 
-// x = (float)qs[i] * f16_to_f32(d), one f32 multiply (gguf-py: x * d).
+// x = (float)qs[i] * f16_to_f32(d), one f32 multiply (gguf-py: x * d): qref::dequantize_block_q8_0.
 void dequantize_row_q8_0(const void* src, float* dst, int64_t n) {
   const auto* blocks = static_cast<const BlockQ8_0*>(src);
-  for (int64_t b = 0; b < n / 32; ++b) {
-    BlockQ8_0 blk;
-    std::memcpy(&blk, blocks + b, sizeof(blk));
-    const float d = f16_to_f32(blk.d);
-    for (int i = 0; i < 32; ++i) dst[b * 32 + i] = static_cast<float>(blk.qs[i]) * d;
-  }
+  for (int64_t b = 0; b < n / 32; ++b) qref::dequantize_block_q8_0(blocks + b, dst + b * 32);
 }
 
 // ggml's quantize_row_q8_0_ref: amax = max |x|; d = amax / 127; id = d == 0 ? 0 : 1 / d;
@@ -73,21 +68,9 @@ const TypeKernels kQ8_0Kernels[] = {{
 //     v    = (f16_to_f32(w.d) * a.d) * (float)isum    (two f32 multiplies, in that order)
 //     partial[b % 32] = partial[b % 32] + v           (partials start at +0)
 //   result = Partials32::reduce() (for s = 16, 8, 4, 2, 1: p[i] = p[i] + p[i + s]).
+// The arithmetic is numerics/quant_ref.h's qref::vec_dot_q8_0 (shared with CUDA).
 float vec_dot_q8_0_scalar(int64_t n, const void* w, const void* act) {
-  const auto* wb = static_cast<const BlockQ8_0*>(w);
-  const auto* ab = static_cast<const BlockQ8_0Act*>(act);
-  Partials32 acc;
-  for (int64_t b = 0; b < n / 32; ++b) {
-    BlockQ8_0 wk;
-    BlockQ8_0Act ak;
-    std::memcpy(&wk, wb + b, sizeof(wk));
-    std::memcpy(&ak, ab + b, sizeof(ak));
-    int32_t isum = 0;
-    for (int i = 0; i < 32; ++i) isum += static_cast<int32_t>(wk.qs[i]) * static_cast<int32_t>(ak.qs[i]);
-    const float scale = f16_to_f32(wk.d) * ak.d;
-    acc.add(b, scale * static_cast<float>(isum));
-  }
-  return acc.reduce();
+  return qref::vec_dot_q8_0(n, static_cast<const BlockQ8_0*>(w), static_cast<const BlockQ8_0Act*>(act));
 }
 
 std::span<const TypeKernels> q8_0_type_kernels() { return kQ8_0Kernels; }
