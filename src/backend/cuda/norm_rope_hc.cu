@@ -1,0 +1,229 @@
+// backend/cuda/norm_rope_hc.cu — CudaBackend's rms_norm, rope and HC mixing (hc_pre, hc_post,
+// hc_head). Arithmetic orders are backend.h's (the CPU backend's bits); here only the layout:
+//   rms_norm: one warp per row (row_ops.cuh: lane partials + shuffle tree = the F32 vec_dot).
+//   rope:     one thread per (row, pair), sin/cos in double per thread (det::sincos, as the CPU).
+//   hc_pre:   one thread per token for pre/post and the hc×hc Sinkhorn (sequential sums, in the comb
+//             row itself as the CPU does), one thread per (token, column) for the collapse (pre_i
+//             recomputed: the same expression, the same bits; fma chain over i from 0).
+//   hc_post:  one thread per (token, stream j, column): post_j·y, then the fma chain over i.
+//   hc_head:  one thread per (token, column), as hc_pre's collapse.
+#include <string>
+
+#include "backend/cuda/cuda_backend.cuh"
+#include "backend/cuda/row_ops.cuh"
+#include "numerics/det_math.h"
+#include "numerics/hd.h"
+
+namespace dsv4::cuda {
+
+using backend::Tensor;
+using rowops::grid_for;
+using rowops::row_ptr;
+
+namespace {
+
+std::string dims(const Tensor& t) {
+  std::string s = "[";
+  for (int i = 0; i < (t.n_dims > 1 ? t.n_dims : 1); ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
+  return s + "]";
+}
+
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+// A running max that a NaN v never replaces (std::max(m, v)).
+__device__ __forceinline__ float std_max(float m, float v) { return m < v ? v : m; }
+
+// --- rms_norm -------------------------------------------------------------------------------------
+
+__global__ void rms_norm_kernel(const void* x, int64_t x_nb, const float* w, float eps, void* y, int64_t y_nb,
+                                int64_t rows, int64_t n) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); r < rows; r += warps)
+    rowops::warp_rms_norm_row(row_ptr<float>(x, x_nb, r), n, w, eps, row_ptr<float>(y, y_nb, r), lane);
+}
+
+// --- rope -----------------------------------------------------------------------------------------
+
+// Row r (of rows) has position pos0 + (r / rows_per_pos) · pos_step; its trailing n_rot floats rotate.
+__global__ void rope_kernel(void* x, int64_t x_nb, int64_t rows, int64_t row_len, int64_t rows_per_pos, int64_t pos0,
+                            int64_t pos_step, int64_t n_rot, const float* freqs, bool inverse) {
+  const int64_t half = n_rot / 2, total = rows * half;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t r = i / half, k = i % half;
+    float* t = row_ptr<float>(x, x_nb, r) + (row_len - n_rot);
+    rowops::rope_pair(t, k, pos0 + (r / rows_per_pos) * pos_step, freqs[k], inverse);
+  }
+}
+
+// --- HC -------------------------------------------------------------------------------------------
+
+// pre/post and the Sinkhorn of token t (one thread each).
+__global__ void hc_pre_mix_kernel(const void* mix, int64_t mix_nb, const float* scale3, const float* base, float eps,
+                                  int64_t iters, int64_t n, int64_t hc, void* post, int64_t post_nb, void* comb,
+                                  int64_t comb_nb) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += stride) {
+    const float* m = row_ptr<float>(mix, mix_nb, t);
+    float* pt = row_ptr<float>(post, post_nb, t);
+    float* C = row_ptr<float>(comb, comb_nb, t);
+    for (int64_t i = 0; i < hc; ++i) pt[i] = 2.0f * det::sigmoid(m[hc + i] * scale3[1] + base[hc + i]);
+    // Row softmax (+eps).
+    for (int64_t i = 0; i < hc; ++i) {
+      float* r = C + i * hc;
+      float mx = -hd::f32_from_bits(0x7f800000u);
+      for (int64_t j = 0; j < hc; ++j) {
+        r[j] = m[2 * hc + i * hc + j] * scale3[2] + base[2 * hc + i * hc + j];
+        mx = std_max(mx, r[j]);
+      }
+      float sum = 0.0f;
+      for (int64_t j = 0; j < hc; ++j) {
+        r[j] = det::exp(r[j] - mx);
+        sum = sum + r[j];
+      }
+      for (int64_t j = 0; j < hc; ++j) r[j] = hd::div(r[j], sum) + eps;
+    }
+    // Column norm, then (iters − 1) × (row norm, column norm).
+    for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {
+      if (it > 0) {
+        for (int64_t i = 0; i < hc; ++i) {
+          float s = 0.0f;
+          for (int64_t j = 0; j < hc; ++j) s = s + C[i * hc + j];
+          const float den = s + eps;
+          for (int64_t j = 0; j < hc; ++j) C[i * hc + j] = hd::div(C[i * hc + j], den);
+        }
+      }
+      for (int64_t j = 0; j < hc; ++j) {
+        float s = 0.0f;
+        for (int64_t i = 0; i < hc; ++i) s = s + C[i * hc + j];
+        const float den = s + eps;
+        for (int64_t i = 0; i < hc; ++i) C[i * hc + j] = hd::div(C[i * hc + j], den);
+      }
+    }
+  }
+}
+
+// y[t][c] = Σ_i pre_i·X[t][i·D + c] (fma chain, i ascending from 0), pre_i = σ(mix[t][i]·s0 + base_i) + eps.
+// hc_pre's collapse and hc_head.
+__global__ void hc_collapse_kernel(const void* mix, int64_t mix_nb, const float* scale0, const float* base, float eps,
+                                   const void* X, int64_t X_nb, int64_t n, int64_t hc, int64_t D, void* y,
+                                   int64_t y_nb) {
+  const int64_t total = n * D, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const float s0 = scale0[0];
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t t = e / D, c = e % D;
+    const float* m = row_ptr<float>(mix, mix_nb, t);
+    const float* Xt = row_ptr<float>(X, X_nb, t);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < hc; ++i) {
+      const float pre = det::sigmoid(m[i] * s0 + base[i]) + eps;
+      acc = hd::fma(pre, Xt[i * D + c], acc);
+    }
+    row_ptr<float>(y, y_nb, t)[c] = acc;
+  }
+}
+
+// X_out[t][j·D + c] = post[t][j]·y[t][c], then + comb[t][i·hc + j]·X[t][i·D + c] (fma, i ascending).
+__global__ void hc_post_kernel(const void* X, int64_t X_nb, const void* y, int64_t y_nb, const void* post,
+                               int64_t post_nb, const void* comb, int64_t comb_nb, int64_t n, int64_t hc, int64_t D,
+                               void* out, int64_t out_nb) {
+  const int64_t total = n * hc * D, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t c = e % D, j = (e / D) % hc, t = e / (D * hc);
+    const float* Xt = row_ptr<float>(X, X_nb, t);
+    const float* C = row_ptr<float>(comb, comb_nb, t);
+    float acc = row_ptr<float>(post, post_nb, t)[j] * row_ptr<float>(y, y_nb, t)[c];
+    for (int64_t i = 0; i < hc; ++i) acc = hd::fma(C[i * hc + j], Xt[i * D + c], acc);
+    row_ptr<float>(out, out_nb, t)[j * D + c] = acc;
+  }
+}
+
+}  // namespace
+
+// --- rms_norm, rope -------------------------------------------------------------------------------
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) {
+  const int64_t rows = x.rows(), n = x.ne[0];
+  if (x.type != TensorType::kF32 || y.type != TensorType::kF32 || y.ne[0] != n || y.rows() != rows ||
+      (w.valid() && w.ne[0] != n)) {
+    fail(invalid_argument("rms_norm: x " + dims(x) + ", y " + dims(y) + ", w " + dims(w) + " do not fit"));
+    return;
+  }
+  if (rows <= 0) return;
+  rms_norm_kernel<<<grid_for(rows, kWarpsPerBlock), kThreads, 0, stream()>>>(
+      x.data, x.nb[1], w.valid() ? static_cast<const float*>(w.data) : nullptr, eps, y.data, y.nb[1], rows, n);
+  check_launch("rms_norm_kernel");
+}
+
+void CudaBackend::rope(const Tensor& x, int64_t rows_per_pos, int64_t p0, int64_t n_rot, const Tensor& freqs,
+                       bool inverse) {
+  if (x.type != TensorType::kF32 || rows_per_pos <= 0 || n_rot < 0 || n_rot % 2 != 0 || n_rot > x.ne[0] ||
+      freqs.ne[0] * 2 < n_rot) {
+    fail(invalid_argument("rope: x " + dims(x) + ", n_rot " + std::to_string(n_rot) + ", rows per position " +
+                          std::to_string(rows_per_pos) + ", freqs " + dims(freqs) + " do not fit"));
+    return;
+  }
+  const int64_t rows = x.rows();
+  if (rows <= 0 || n_rot == 0) return;
+  rope_kernel<<<grid_for(rows * (n_rot / 2), kThreads), kThreads, 0, stream()>>>(
+      x.data, x.nb[1], rows, x.ne[0], rows_per_pos, p0, 1, n_rot, static_cast<const float*>(freqs.data), inverse);
+  check_launch("rope_kernel");
+}
+
+// --- HC mixing ------------------------------------------------------------------------------------
+
+void CudaBackend::hc_pre(const Tensor& mix_t, const Tensor& scale_t, const Tensor& base_t, float eps, int64_t iters,
+                         const Tensor& X, const Tensor& x, const Tensor& post, const Tensor& comb) {
+  const int64_t n = x.ne[1], D = x.ne[0], hc = post.ne[0], n_mix = (2 + hc) * hc;
+  if (X.ne[0] != hc * D || X.ne[1] != n || mix_t.ne[0] != n_mix || mix_t.ne[1] != n || post.ne[1] != n ||
+      comb.ne[0] != hc * hc || comb.ne[1] != n || base_t.ne[0] * base_t.ne[1] < n_mix ||
+      scale_t.ne[0] * scale_t.ne[1] < 3) {
+    fail(invalid_argument("hc_pre: mix " + dims(mix_t) + ", X " + dims(X) + ", x " + dims(x) + ", post " + dims(post) +
+                          ", comb " + dims(comb) + " do not fit"));
+    return;
+  }
+  if (n <= 0) return;
+  const float* scale3 = static_cast<const float*>(scale_t.data);
+  const float* base = static_cast<const float*>(base_t.data);
+  hc_pre_mix_kernel<<<grid_for(n, 64), 64, 0, stream()>>>(mix_t.data, mix_t.nb[1], scale3, base, eps, iters, n, hc,
+                                                          post.data, post.nb[1], comb.data, comb.nb[1]);
+  check_launch("hc_pre_mix_kernel");
+  if (D <= 0) return;
+  hc_collapse_kernel<<<grid_for(n * D, kThreads), kThreads, 0, stream()>>>(mix_t.data, mix_t.nb[1], scale3, base, eps,
+                                                                          X.data, X.nb[1], n, hc, D, x.data, x.nb[1]);
+  check_launch("hc_collapse_kernel (hc_pre)");
+}
+
+void CudaBackend::hc_post(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
+                          const Tensor& X_out) {
+  const int64_t n = y.ne[1], D = y.ne[0], hc = post.ne[0];
+  if (X.ne[0] != hc * D || X.ne[1] != n || X_out.ne[0] != hc * D || X_out.ne[1] != n || post.ne[1] != n ||
+      comb.ne[0] != hc * hc || comb.ne[1] != n) {
+    fail(invalid_argument("hc_post: X " + dims(X) + ", y " + dims(y) + ", post " + dims(post) + ", comb " +
+                          dims(comb) + ", X_out " + dims(X_out) + " do not fit"));
+    return;
+  }
+  if (n <= 0 || hc <= 0 || D <= 0) return;
+  hc_post_kernel<<<grid_for(n * hc * D, kThreads), kThreads, 0, stream()>>>(X.data, X.nb[1], y.data, y.nb[1], post.data,
+                                                                           post.nb[1], comb.data, comb.nb[1], n, hc, D,
+                                                                           X_out.data, X_out.nb[1]);
+  check_launch("hc_post_kernel");
+}
+
+void CudaBackend::hc_head(const Tensor& mix, const Tensor& scale, const Tensor& base, float eps, const Tensor& X,
+                          const Tensor& y) {
+  const int64_t n = y.ne[1], D = y.ne[0], hc = D > 0 ? X.ne[0] / D : 0;
+  if (X.ne[0] != hc * D || X.ne[1] != n || mix.ne[0] < hc || mix.ne[1] != n || base.ne[0] * base.ne[1] < hc) {
+    fail(invalid_argument("hc_head: mix " + dims(mix) + ", X " + dims(X) + ", y " + dims(y) + " do not fit"));
+    return;
+  }
+  if (n <= 0 || D <= 0) return;
+  hc_collapse_kernel<<<grid_for(n * D, kThreads), kThreads, 0, stream()>>>(
+      mix.data, mix.nb[1], static_cast<const float*>(scale.data), static_cast<const float*>(base.data), eps, X.data,
+      X.nb[1], n, hc, D, y.data, y.nb[1]);
+  check_launch("hc_collapse_kernel (hc_head)");
+}
+
+}  // namespace dsv4::cuda

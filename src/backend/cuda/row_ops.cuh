@@ -1,0 +1,78 @@
+// backend/cuda/row_ops.cuh — device pieces shared by norm_rope_hc.cu and attention.cu (the compressor
+// norms and ropes its closed entries exactly as rms_norm / rope do): byte-strided row access, the F32
+// vec_dot / sum32 on one warp, one row's rms_norm on one warp, one RoPE pair. Included by .cu files
+// only (device code, -fmad=false).
+//
+// Warp reductions: lane l owns items i ≡ l (mod 32) in ascending i, which is exactly partial[l] of
+// numerics/dot.h (Partials32); __shfl_down_sync with offsets 16, 8, 4, 2, 1 then computes
+// p[i] = p[i] + p[i + s] for i < s, which is Partials32::reduce's tree (lanes ≥ s compute values
+// nobody uses). Lane 0 ends with the result; warp_tree broadcasts it to every lane.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "numerics/det_math.h"
+#include "numerics/hd.h"
+
+namespace dsv4::cuda::rowops {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// Row r of a tensor whose rows are `nb` bytes apart.
+template <typename T>
+__device__ __forceinline__ T* row_ptr(void* base, int64_t nb, int64_t r) {
+  return reinterpret_cast<T*>(static_cast<char*>(base) + r * nb);
+}
+template <typename T>
+__device__ __forceinline__ const T* row_ptr(const void* base, int64_t nb, int64_t r) {
+  return reinterpret_cast<const T*>(static_cast<const char*>(base) + r * nb);
+}
+
+// Partials32::reduce over the lanes' partials; every lane returns the result.
+__device__ __forceinline__ float warp_tree(float p) {
+  for (int s = 16; s >= 1; s >>= 1) p = p + __shfl_down_sync(kFullMask, p, s);
+  return __shfl_sync(kFullMask, p, 0);
+}
+
+// dsv4::dot_f32(n, a, b) on one warp (every lane calls it; every lane gets the result).
+__device__ __forceinline__ float warp_dot32(const float* a, const float* b, int64_t n, int lane) {
+  float p = 0.0f;
+  for (int64_t i = lane; i < n; i += 32) p = hd::fma(a[i], b[i], p);
+  return warp_tree(p);
+}
+
+// One row of rms_norm on one warp: y[i] = (x[i]·inv)·w[i] (or x[i]·inv), inv = 1 / sqrt(ss / n + eps),
+// ss = dot_f32(x, x). y may alias x (each lane reads and writes only its own elements).
+__device__ __forceinline__ void warp_rms_norm_row(const float* x, int64_t n, const float* w, float eps, float* y,
+                                                  int lane) {
+  const float ss = warp_dot32(x, x, n, lane);
+  const float inv = hd::div(1.0f, hd::sqrt(hd::div(ss, static_cast<float>(n)) + eps));
+  if (w != nullptr) {
+    for (int64_t i = lane; i < n; i += 32) y[i] = (x[i] * inv) * w[i];
+  } else {
+    for (int64_t i = lane; i < n; i += 32) y[i] = x[i] * inv;
+  }
+}
+
+// RoPE pair k of the rotated tail t (the row's trailing n_rot floats) at position pos:
+// angle = (float)pos · freq (f32), c, s = det::sincos in double rounded to f32, inverse: s = −s.
+__device__ __forceinline__ void rope_pair(float* t, int64_t k, int64_t pos, float freq, bool inverse) {
+  const float angle = static_cast<float>(pos) * freq;
+  double sd, cd;
+  det::sincos(static_cast<double>(angle), &sd, &cd);
+  const float c = static_cast<float>(cd);
+  const float s = inverse ? -static_cast<float>(sd) : static_cast<float>(sd);
+  const float x0 = t[2 * k], x1 = t[2 * k + 1];
+  t[2 * k] = x0 * c - x1 * s;
+  t[2 * k + 1] = x0 * s + x1 * c;
+}
+
+// A 1-D grid for `items` work items of `per_block` each, capped (kernels loop grid-stride).
+inline unsigned grid_for(int64_t items, int64_t per_block) {
+  const int64_t b = (items + per_block - 1) / per_block;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > (1 << 20) ? (1 << 20) : b));
+}
+
+}  // namespace dsv4::cuda::rowops
