@@ -1,0 +1,380 @@
+// backend/cuda/matmul.cu — CudaBackend::embed, matmul, matmul_batch, and the shared product machinery
+// of matmul.cuh (activation quantization, weight × activation products; moe.cu uses them too).
+//
+// Decomposition (correctness first, one thread per output element):
+//   act quant: one thread per activation block (BlockQ8_0Act per 32, BlockQ8_K per 256) with the
+//              type's scalar activation quantizer; F32/F16/BF16 read the F32 rows in place.
+//   product:   grid (⌈out/128⌉, min(rows, 65535)), one thread per (o, r) computing the whole vec_dot of
+//              weight row o with activation row r in the type's reference order.
+//   embed:     one thread per (token, weight block) dequantizing the block into each copy.
+#include <cstring>
+#include <string>
+
+#include "backend/cuda/matmul.cuh"
+#include "numerics/blocks.h"
+#include "numerics/hd.h"
+#include "numerics/quant_ref.h"
+
+namespace dsv4::cuda {
+
+using backend::Tensor;
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int64_t kMaxGridY = 65535;
+
+__device__ inline float nan_f32() { return hd::f32_from_bits(0x7fc00000u); }
+
+std::string dims(const Tensor& t) {
+  std::string s = "[";
+  for (int i = 0; i < (t.n_dims > 0 ? t.n_dims : 1); ++i) s += (i ? ", " : "") + std::to_string(t.ne[i]);
+  return s + "]";
+}
+
+int64_t blocks_for(int64_t items, int threads) { return (items + threads - 1) / threads; }
+
+// --- per-type device operations -------------------------------------------------------------------
+//
+// TypeOps<T>: kAct (activation format), kBlock (weight elements per block), kBlockBytes,
+// dot(n, w_row, act_row) = the scalar vec_dot, dequant_block(block, out) = kBlock floats.
+
+// The dots and dequantizers are numerics/quant_ref.h's scalar references (the CPU's vec_dot[0]).
+template <TensorType T>
+struct TypeOps;
+
+template <>
+struct TypeOps<TensorType::kF32> {
+  static constexpr ActFormat kAct = ActFormat::kF32;
+  static constexpr int kBlock = 1, kBlockBytes = 4;
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_f32(n, w, reinterpret_cast<const float*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) { out[0] = qref::load_f32(blk, 0); }
+};
+template <>
+struct TypeOps<TensorType::kF16> {
+  static constexpr ActFormat kAct = ActFormat::kF32;
+  static constexpr int kBlock = 1, kBlockBytes = 2;
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_f16(n, w, reinterpret_cast<const float*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) { out[0] = qref::load_f16(blk, 0); }
+};
+template <>
+struct TypeOps<TensorType::kBF16> {
+  static constexpr ActFormat kAct = ActFormat::kF32;
+  static constexpr int kBlock = 1, kBlockBytes = 2;
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_bf16(n, w, reinterpret_cast<const float*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) { out[0] = qref::load_bf16(blk, 0); }
+};
+template <>
+struct TypeOps<TensorType::kQ8_0> {
+  static constexpr ActFormat kAct = ActFormat::kQ8_0;
+  static constexpr int kBlock = 32, kBlockBytes = sizeof(BlockQ8_0);
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_q8_0(n, reinterpret_cast<const BlockQ8_0*>(w), reinterpret_cast<const BlockQ8_0Act*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) {
+    qref::dequantize_block_q8_0(reinterpret_cast<const BlockQ8_0*>(blk), out);
+  }
+};
+
+// Calls f(TypeOps<T>{}) for a product type; returns false for a type without device kernels.
+template <typename F>
+bool dispatch_type(TensorType type, F&& f) {
+  switch (type) {
+    case TensorType::kF32: f(TypeOps<TensorType::kF32>{}); return true;
+    case TensorType::kF16: f(TypeOps<TensorType::kF16>{}); return true;
+    case TensorType::kBF16: f(TypeOps<TensorType::kBF16>{}); return true;
+    case TensorType::kQ8_0: f(TypeOps<TensorType::kQ8_0>{}); return true;
+    default: return false;
+  }
+}
+
+// --- activation quantizers (one thread per block) ---------------------------------------------------
+
+// ActOps<F>: kBlock, kBytes, quantize(src, dst) for one block (quant_ref.h's quantizers).
+template <ActFormat F>
+struct ActOps;
+
+template <>
+struct ActOps<ActFormat::kQ8_0> {
+  static constexpr int kBlock = 32, kBytes = sizeof(BlockQ8_0Act);
+  __device__ static void quantize(const float* x, uint8_t* dst) {
+    qref::quantize_act_q8_0_block(x, reinterpret_cast<BlockQ8_0Act*>(dst));
+  }
+};
+template <>
+struct ActOps<ActFormat::kQ8_K> {
+  static constexpr int kBlock = 256, kBytes = sizeof(BlockQ8_K);
+  __device__ static void quantize(const float* x, uint8_t* dst) {
+    qref::quantize_act_q8_k_block(x, reinterpret_cast<BlockQ8_K*>(dst));
+  }
+};
+
+template <ActFormat F>
+__global__ void act_quant_kernel(const float* x, int64_t x_stride, int64_t rows, int64_t n, uint8_t* dst) {
+  using A = ActOps<F>;
+  const int64_t per_row = n / A::kBlock;
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= rows * per_row) return;
+  const int64_t r = i / per_row, b = i % per_row;
+  A::quantize(x + r * x_stride + b * A::kBlock, dst + r * (per_row * A::kBytes) + b * A::kBytes);
+}
+
+// --- products ----------------------------------------------------------------------------------------
+
+template <typename Ops>
+__global__ void product_kernel(ProductArgs a) {
+  const int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (o >= a.out) return;
+  for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
+    const uint8_t* w = static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes;
+    float* y = a.y + r * a.y_stride + o;
+    if (a.ids != nullptr) {
+      const int32_t e = a.ids[(r / a.id_k) * a.id_stride + r % a.id_k];
+      if (e < 0 || e >= a.n_expert) {
+        *y = nan_f32();
+        continue;
+      }
+      w += e * a.expert_bytes;
+    }
+    const uint8_t* act = static_cast<const uint8_t*>(a.act) + (r / a.act_div) * a.act_stride;
+    *y = Ops::dot(a.in, w, act);
+  }
+}
+
+// --- embed ---------------------------------------------------------------------------------------------
+
+template <typename Ops>
+__global__ void embed_kernel(const uint8_t* table, int64_t row_bytes, int64_t vocab, int64_t D, const int32_t* tokens,
+                             int64_t n, int64_t copies, float* out, int64_t out_stride) {
+  const int64_t per_row = D / Ops::kBlock;
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n * per_row) return;
+  const int64_t t = i / per_row, b = i % per_row;
+  const int32_t tok = tokens[t];
+  float v[Ops::kBlock];
+  if (tok < 0 || tok >= vocab) {  // the CPU reports out_of_range; without a sync the row is poisoned
+    for (int j = 0; j < Ops::kBlock; ++j) v[j] = nan_f32();
+  } else {
+    Ops::dequant_block(table + tok * row_bytes + b * Ops::kBlockBytes, v);
+  }
+  float* dst = out + t * out_stride + b * Ops::kBlock;
+  for (int64_t c = 0; c < copies; ++c)
+    for (int j = 0; j < Ops::kBlock; ++j) dst[c * D + j] = v[j];
+}
+
+struct I32Ops {
+  static constexpr int kBlock = 1;
+  static constexpr int kBlockBytes = 4;
+  __device__ static void dequant_block(const uint8_t* blk, float* out) {
+    out[0] = static_cast<float>(*reinterpret_cast<const int32_t*>(blk));
+  }
+};
+
+}  // namespace
+
+// --- matmul.cuh -------------------------------------------------------------------------------------------
+
+bool product_supported(TensorType type) {
+  return dispatch_type(type, [](auto) {});
+}
+
+bool embed_supported(TensorType type) { return type == TensorType::kI32 || product_supported(type); }
+
+ActFormat act_format(TensorType type) {
+  ActFormat f = ActFormat::kF32;
+  dispatch_type(type, [&](auto ops) { f = decltype(ops)::kAct; });
+  return f;
+}
+
+int64_t act_block(ActFormat format) {
+  switch (format) {
+    case ActFormat::kQ8_0: return 32;
+    case ActFormat::kQ8_K: return 256;
+    default: return 1;
+  }
+}
+
+int64_t act_row_bytes(ActFormat format, int64_t n) {
+  switch (format) {
+    case ActFormat::kQ8_0: return n / 32 * static_cast<int64_t>(sizeof(BlockQ8_0Act));
+    case ActFormat::kQ8_K: return n / 256 * static_cast<int64_t>(sizeof(BlockQ8_K));
+    default: return n * static_cast<int64_t>(sizeof(float));
+  }
+}
+
+Status check_product(TensorType type, int64_t n) {
+  if (!product_supported(type))
+    return unsupported("matmul: no CUDA kernels for type " + std::string(tensor_type_name(type)));
+  if (n <= 0) return invalid_argument("matmul: bad sizes");
+  if (tensor_row_bytes(type, n) < 0)
+    return invalid_argument("matmul: row length " + std::to_string(n) + " is not a multiple of the " +
+                            std::string(tensor_type_name(type)) + " block size");
+  if (n % act_block(act_format(type)) != 0)
+    return invalid_argument("matmul: row length not a multiple of the activation block");
+  return ok_status();
+}
+
+void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_t x_stride, int64_t rows, int64_t n,
+                       void* dst) {
+  const int64_t items = rows * (n / act_block(format));
+  if (items <= 0 || format == ActFormat::kF32) return;
+  const auto grid = static_cast<unsigned>(blocks_for(items, kThreads));
+  auto* out = static_cast<uint8_t*>(dst);
+  switch (format) {
+    case ActFormat::kQ8_0:
+      act_quant_kernel<ActFormat::kQ8_0><<<grid, kThreads, 0, be.stream()>>>(x, x_stride, rows, n, out);
+      break;
+    case ActFormat::kQ8_K:
+      act_quant_kernel<ActFormat::kQ8_K><<<grid, kThreads, 0, be.stream()>>>(x, x_stride, rows, n, out);
+      break;
+    default: return;
+  }
+  be.check_launch("act_quant_kernel");
+}
+
+void enqueue_product(CudaBackend& be, const ProductArgs& a) {
+  if (a.rows <= 0 || a.out <= 0) return;
+  const dim3 grid(static_cast<unsigned>(blocks_for(a.out, kThreads)),
+                  static_cast<unsigned>(a.rows < kMaxGridY ? a.rows : kMaxGridY));
+  const bool known = dispatch_type(a.type, [&](auto ops) {
+    product_kernel<decltype(ops)><<<grid, kThreads, 0, be.stream()>>>(a);
+  });
+  if (!known) {
+    be.fail(unsupported("matmul: no CUDA kernels for type " + std::string(tensor_type_name(a.type))));
+    return;
+  }
+  be.check_launch("product_kernel");
+}
+
+// --- CudaBackend ops --------------------------------------------------------------------------------------
+
+void CudaBackend::embed(const Tensor& table, const Tensor& tokens, int64_t copies, const Tensor& out) {
+  const int64_t D = table.ne[0], vocab = table.ne[1], n = tokens.ne[0] * tokens.ne[1] * tokens.ne[2] * tokens.ne[3];
+  if (out.ne[0] != copies * D || out.ne[1] != n) {
+    fail(invalid_argument("embed: out " + dims(out) + " for " + std::to_string(n) + " tokens of " +
+                          std::to_string(copies) + " x " + std::to_string(D)));
+    return;
+  }
+  if (!embed_supported(table.type)) {
+    fail(unsupported("embed: no CUDA kernels for tensor type " + std::string(tensor_type_name(table.type))));
+    return;
+  }
+  if (table.type != TensorType::kI32 && tensor_row_bytes(table.type, D) < 0) {
+    fail(invalid_argument("embed: row length " + std::to_string(D) + " is not a multiple of the " +
+                          std::string(tensor_type_name(table.type)) + " block size"));
+    return;
+  }
+  if (n <= 0 || D <= 0) return;
+  const auto* tab = static_cast<const uint8_t*>(table.data);
+  const auto* tok = static_cast<const int32_t*>(tokens.data);
+  float* o = static_cast<float*>(out.data);
+  const int64_t os = out.nb[1] / 4;
+  auto launch = [&](auto ops) {
+    using Ops = decltype(ops);
+    const int64_t items = n * (D / Ops::kBlock);
+    embed_kernel<Ops><<<static_cast<unsigned>(blocks_for(items, kThreads)), kThreads, 0, stream()>>>(
+        tab, table.nb[1], vocab, D, tok, n, copies, o, os);
+  };
+  if (table.type == TensorType::kI32) {
+    launch(I32Ops{});
+  } else {
+    dispatch_type(table.type, launch);
+  }
+  check_launch("embed_kernel");
+}
+
+namespace {
+
+// One validated job: the CPU's add_job + check_shape.
+bool validate_job(CudaBackend& be, const backend::MatmulJob& j) {
+  const Tensor &w = j.w, &x = j.x, &y = j.y;
+  if (w.ne[2] != 1 || w.ne[3] != 1 || !w.contiguous_rows() || x.type != TensorType::kF32 ||
+      y.type != TensorType::kF32 || x.ne[0] != w.ne[0] || y.ne[0] != w.ne[1] || y.ne[1] != x.ne[1]) {
+    be.fail(invalid_argument("matmul: weight " + std::string(tensor_type_name(w.type)) + " " + dims(w) + ", x " +
+                             dims(x) + ", y " + dims(y) +
+                             " do not fit (2-D weight with contiguous rows, F32 x [n][in], y [n][out])"));
+    return false;
+  }
+  Status s = w.ne[1] < 0 || x.ne[1] < 0 ? invalid_argument("matmul: bad sizes") : check_product(w.type, w.ne[0]);
+  if (!s.ok()) {
+    be.fail(std::move(s));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void CudaBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
+  const backend::MatmulJob job{w, x, y};
+  matmul_batch(std::span<const backend::MatmulJob>(&job, 1));
+}
+
+void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
+  for (const backend::MatmulJob& j : jobs)
+    if (!validate_job(*this, j)) return;
+  // Activation regions: one per job with a quantized format (jobs on the same x rows and format share
+  // one; the bits are the same either way).
+  // Sized for max(rows, the reserved step's tokens) so that later (larger) steps do not grow it.
+  int64_t total = 0;
+  for (const backend::MatmulJob& j : jobs) {
+    const ActFormat f = act_format(j.w.type);
+    const int64_t rows = j.x.ne[1] > bounds().tokens ? j.x.ne[1] : bounds().tokens;
+    if (f != ActFormat::kF32 && j.x.ne[1] > 0) total += align256(act_row_bytes(f, j.w.ne[0]) * rows);
+  }
+  uint8_t* scratch = nullptr;
+  if (total > 0) {
+    scratch = static_cast<uint8_t*>(grow(act_scratch, total));
+    if (scratch == nullptr) return;
+  }
+  struct Region {
+    const void* x;
+    int64_t stride, n, rows;
+    ActFormat f;
+    int64_t offset;
+  };
+  // Small fixed list for sharing; beyond it every job quantizes its own copy.
+  constexpr int kMaxShared = 64;
+  Region seen[kMaxShared];
+  int n_seen = 0;
+  int64_t offset = 0;
+  for (const backend::MatmulJob& j : jobs) {
+    const ActFormat f = act_format(j.w.type);
+    const int64_t in = j.w.ne[0], rows = j.x.ne[1], xs = j.x.nb[1] / 4;
+    ProductArgs a;
+    a.type = j.w.type;
+    a.w = j.w.data;
+    a.w_row_bytes = j.w.nb[1];
+    a.in = in;
+    a.out = j.w.ne[1];
+    a.rows = rows;
+    a.y = static_cast<float*>(j.y.data);
+    a.y_stride = j.y.nb[1] / 4;
+    if (f == ActFormat::kF32) {
+      a.act = j.x.data;
+      a.act_stride = j.x.nb[1];
+    } else {
+      int64_t at = -1;
+      for (int i = 0; i < n_seen && at < 0; ++i)
+        if (seen[i].x == j.x.data && seen[i].stride == xs && seen[i].n == in && seen[i].rows == rows && seen[i].f == f)
+          at = seen[i].offset;
+      if (at < 0) {
+        at = offset;
+        offset += align256(act_row_bytes(f, in) * rows);
+        enqueue_act_quant(*this, f, static_cast<const float*>(j.x.data), xs, rows, in, scratch + at);
+        if (n_seen < kMaxShared) seen[n_seen++] = {j.x.data, xs, in, rows, f, at};
+      }
+      a.act = scratch + at;
+      a.act_stride = act_row_bytes(f, in);
+    }
+    enqueue_product(*this, a);
+  }
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,69 @@
+// backend/cuda/matmul.cuh — the weight-type side of the CUDA backend, shared by matmul.cu (embed,
+// matmul, matmul_batch) and moe.cu (route, moe): which types have device kernels, their activation
+// formats, and host-side launchers for activation quantization and for weight × activation products.
+//
+// Numerics: every product element is ONE thread computing the type's scalar vec_dot (numerics/
+// quant_ref.h for the quantized types, the 32-partial fma dot of float_types.cpp for F32/F16/BF16)
+// over the activation row quantized with the type's activation quantizer (one thread per activation
+// block): the CPU backend's bits by construction, for any number of rows, experts or batch layout.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_backend.cuh"
+#include "base/status.h"
+#include "base/tensor_type.h"
+
+namespace dsv4::cuda {
+
+// The activation formats of backend/cpu/quant.h ActFormat (same layouts: numerics/blocks.h).
+enum class ActFormat {
+  kF32,   // plain float rows, read in place (F32 / F16 / BF16 weights)
+  kQ8_0,  // BlockQ8_0Act per 32 (Q8_0, MXFP4)
+  kQ8_K,  // BlockQ8_K per 256 (Q2_K, Q4_K, IQ2_XXS)
+};
+
+// Whether matmul / moe (products) have device kernels for weights of `type`.
+bool product_supported(TensorType type);
+// Whether embed has a device dequantizer for tables of `type` (the product types and I32).
+bool embed_supported(TensorType type);
+// The activation format of a product type (kF32 for unsupported types).
+ActFormat act_format(TensorType type);
+// Elements per activation block (1, 32, 256).
+int64_t act_block(ActFormat format);
+// Bytes of one activation row of n elements (n a multiple of act_block; kF32: n·4).
+int64_t act_row_bytes(ActFormat format, int64_t n);
+// The CPU's product checks (matmul.cpp check_shape): a type with kernels, n > 0, n a multiple of the
+// weight block and of the activation block.
+Status check_product(TensorType type, int64_t n);
+
+// Quantizes `rows` activation rows of n floats (row r at x + r·x_stride floats) into dst (row r at
+// dst + r·act_row_bytes(format, n)); one thread per activation block. format != kF32.
+void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_t x_stride, int64_t rows, int64_t n,
+                       void* dst);
+
+// y[r·y_stride + o] = vec_dot(weight row o of product r, activation row r / act_div) for r < rows,
+// o < out. Weight row o of product r is at w + e(r)·expert_bytes + o·w_row_bytes, where
+// e(r) = ids[(r / id_k)·id_stride + r % id_k] when ids is set (moe's pairs: r = t·K + k) and 0
+// otherwise; an id outside [0, n_expert) makes the product's row NaN (no host sync to report it).
+// Activation row j is at act + j·act_stride bytes: the quantized rows, or for kF32 the F32 rows.
+struct ProductArgs {
+  TensorType type = TensorType::kF32;
+  const void* w = nullptr;
+  int64_t w_row_bytes = 0;
+  int64_t in = 0, out = 0;
+  const int32_t* ids = nullptr;
+  int64_t id_k = 1, id_stride = 0, n_expert = 1, expert_bytes = 0;
+  const void* act = nullptr;
+  int64_t act_stride = 0;  // bytes
+  int64_t act_div = 1;
+  int64_t rows = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;  // floats
+};
+void enqueue_product(CudaBackend& be, const ProductArgs& a);
+
+// Rounds a byte count up to 256 (carving several regions out of one scratch allocation).
+inline int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,373 @@
+// backend/cuda/moe.cu — CudaBackend::route and moe (backend.h's orders; cpu_moe.cpp is the reference).
+//
+// route: one thread per token: s_e = sqrt(softplus(logit)), then the K experts by repeated selection
+//   (the comparator — higher first, ties → lower e, NaN below every number, NaNs by lower e — is a strict
+//   total order, so the k-th pick is the best entry ranking after the (k−1)-th: no sort, no scratch);
+//   the weight sum sequentially from 0 in slot order.
+// moe: the host never learns the routing (no sync): every (token t, slot k) pair is computed directly
+//   from ids[t][k] on the device.
+//     1. x quantized once per token to the gate's (and, if different, the up's) activation format;
+//     2. G/U [n·K][I]: gate/up rows of expert ids[t][k] against x[t] (the CPU's per-expert batches give
+//        the same bits: a product element depends only on its weight row and activation row);
+//     3. H = swiglu_clamp(G, U, limit_exp) in place of G; H quantized per pair to the down's format;
+//     4. Y [n·K][D]: down rows of expert ids[t][k] against H[pair];
+//     5. the shared expert the same per token (Gs, Us → Hs, Ys);
+//     6. combine, one thread per (t, c): out = 0, then k ascending: w == 1 ? out + y : fma(w, y, out),
+//        then + ys (plain add).
+//   An expert id outside [0, E) makes its pair's rows NaN (the CPU reports out_of_range; here that
+//   would need a host sync), so the token's output is NaN.
+#include <string>
+
+#include "backend/cuda/matmul.cuh"
+#include "numerics/det_math.h"
+#include "numerics/hd.h"
+
+namespace dsv4::cuda {
+
+using backend::Tensor;
+
+namespace {
+
+constexpr int kThreads = 128;
+
+unsigned grid_for(int64_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
+
+__device__ inline float nan_f32() { return hd::f32_from_bits(0x7fc00000u); }
+
+// Whether (sa, a) ranks before (sb, b): higher first; NaN below every number; ties and NaNs among
+// themselves → lower index (cpu_moe.cpp's partial_sort comparator).
+__device__ inline bool ranks_before(float sa, int64_t a, float sb, int64_t b) {
+  const bool na = sa != sa, nb = sb != sb;
+  if (na || nb) return na != nb ? nb : a < b;
+  return sa > sb || (sa == sb && a < b);
+}
+
+struct RouteK {
+  const float* logits;
+  int64_t l_stride, n, E, K;
+  const float* bias;       // or null
+  const int32_t* tid2eid;  // or null (hash layers)
+  int64_t h_stride, vocab;
+  const int32_t* tokens;
+  int32_t* ids;
+  int64_t i_stride;
+  float* weights;
+  int64_t w_stride;
+  bool norm;
+  float scale;
+};
+
+__device__ inline float route_score(const float* lt, int64_t e) { return hd::sqrt(det::softplus(lt[e])); }
+
+__global__ void route_kernel(RouteK r) {
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= r.n) return;
+  const float* lt = r.logits + t * r.l_stride;
+  int32_t* id = r.ids + t * r.i_stride;
+  float* wt = r.weights + t * r.w_stride;
+  if (r.tid2eid != nullptr) {
+    const int32_t tok = r.tokens[t];
+    bool bad = tok < 0 || tok >= r.vocab;
+    if (!bad) {
+      const int32_t* h = r.tid2eid + tok * r.h_stride;
+      for (int64_t i = 0; i < r.K; ++i) {
+        const int32_t e = h[i];
+        bad = bad || e < 0 || e >= r.E;
+        id[i] = e;
+      }
+    }
+    if (bad) {  // the CPU reports the bad token / table entry; without a sync the token is poisoned
+      for (int64_t i = 0; i < r.K; ++i) {
+        id[i] = -1;
+        wt[i] = nan_f32();
+      }
+      return;
+    }
+  } else {
+    int64_t prev = -1;
+    float prev_sel = 0.0f;
+    for (int64_t k = 0; k < r.K; ++k) {
+      int64_t best = -1;
+      float best_sel = 0.0f;
+      for (int64_t e = 0; e < r.E; ++e) {
+        const float s = route_score(lt, e);
+        const float sel = r.bias != nullptr ? s + r.bias[e] : s;
+        if (prev >= 0 && !ranks_before(prev_sel, prev, sel, e)) continue;  // already picked
+        if (best < 0 || ranks_before(sel, e, best_sel, best)) {
+          best = e;
+          best_sel = sel;
+        }
+      }
+      id[k] = static_cast<int32_t>(best);
+      prev = best;
+      prev_sel = best_sel;
+    }
+  }
+  float sum = 0.0f;
+  for (int64_t i = 0; i < r.K; ++i) sum += route_score(lt, id[i]);
+  for (int64_t i = 0; i < r.K; ++i) {
+    const float w = route_score(lt, id[i]);
+    wt[i] = (r.norm ? hd::div(w, sum + 1e-20f) : w) * r.scale;
+  }
+}
+
+// h[i] = swiglu_clamp(g[i], u[i], limit) (h may be g).
+__global__ void swiglu_kernel(const float* g, const float* u, int64_t count, float limit, float* h) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < count) h[i] = det::swiglu_clamp(g[i], u[i], limit);
+}
+
+struct CombineK {
+  const float* y;   // [n·K][D]
+  const float* ys;  // [n][D] or null
+  const float* weights;
+  int64_t w_stride, n, K, D;
+  float* out;
+  int64_t o_stride;
+};
+
+__global__ void combine_kernel(CombineK c) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= c.n * c.D) return;
+  const int64_t t = i / c.D, col = i % c.D;
+  const float* wt = c.weights + t * c.w_stride;
+  float o = 0.0f;
+  for (int64_t k = 0; k < c.K; ++k) {
+    const float w = wt[k];
+    const float y = c.y[(t * c.K + k) * c.D + col];
+    o = w == 1.0f ? o + y : hd::fma(w, y, o);
+  }
+  if (c.ys != nullptr) o = o + c.ys[t * c.D + col];
+  c.out[t * c.o_stride + col] = o;
+}
+
+}  // namespace
+
+void CudaBackend::route(const backend::RouteArgs& r) {
+  const int64_t n = r.logits.ne[1], E = r.logits.ne[0], K = r.k;
+  const bool hash = r.tid2eid.valid();
+  const int64_t n_tokens = r.tokens.ne[0] * r.tokens.ne[1] * r.tokens.ne[2] * r.tokens.ne[3];
+  if (K <= 0 || K > E || r.ids.ne[0] != K || r.ids.ne[1] != n || r.weights.ne[0] != K || r.weights.ne[1] != n ||
+      (r.bias.valid() && r.bias.ne[0] != E) || (hash && (r.tid2eid.ne[0] != K || n_tokens != n))) {
+    fail(invalid_argument("route: shapes do not fit (" + std::to_string(n) + " tokens, " + std::to_string(E) +
+                          " experts, k " + std::to_string(K) + ")"));
+    return;
+  }
+  if (n <= 0) return;
+  RouteK k;
+  k.logits = static_cast<const float*>(r.logits.data);
+  k.l_stride = r.logits.nb[1] / 4;
+  k.n = n;
+  k.E = E;
+  k.K = K;
+  k.bias = r.bias.valid() ? static_cast<const float*>(r.bias.data) : nullptr;
+  k.tid2eid = hash ? static_cast<const int32_t*>(r.tid2eid.data) : nullptr;
+  k.h_stride = hash ? r.tid2eid.nb[1] / 4 : 0;
+  k.vocab = hash ? r.tid2eid.ne[1] : 0;
+  k.tokens = hash ? static_cast<const int32_t*>(r.tokens.data) : nullptr;
+  k.ids = static_cast<int32_t*>(r.ids.data);
+  k.i_stride = r.ids.nb[1] / 4;
+  k.weights = static_cast<float*>(r.weights.data);
+  k.w_stride = r.weights.nb[1] / 4;
+  k.norm = r.norm;
+  k.scale = r.scale;
+  route_kernel<<<grid_for(n), kThreads, 0, stream()>>>(k);
+  check_launch("route_kernel");
+}
+
+void CudaBackend::moe(const backend::MoeArgs& m) {
+  const Tensor& x = m.x;
+  const int64_t n = x.ne[1], D = x.ne[0], K = m.ids.ne[0], E = m.gate_exps.ne[2], I = m.gate_exps.ne[1];
+  const bool shared = m.gate_sh.valid();
+  const auto weight_ok = [](const Tensor& w, int64_t in, int64_t out, int64_t experts) {
+    return w.valid() && w.ne[0] == in && w.ne[1] == out && w.ne[2] == experts && w.contiguous_rows();
+  };
+  if (!weight_ok(m.gate_exps, D, I, E) || !weight_ok(m.up_exps, D, I, E) || !weight_ok(m.down_exps, I, D, E) ||
+      m.ids.ne[1] != n || m.weights.ne[0] != K || m.weights.ne[1] != n || m.out.ne[0] != D || m.out.ne[1] != n ||
+      (shared && (!weight_ok(m.up_sh, D, m.gate_sh.ne[1], 1) || !weight_ok(m.down_sh, m.gate_sh.ne[1], D, 1) ||
+                  m.gate_sh.ne[0] != D))) {
+    fail(invalid_argument("moe: shapes do not fit (" + std::to_string(n) + " tokens of " + std::to_string(D) + ", " +
+                          std::to_string(E) + " experts of " + std::to_string(I) + ", k " + std::to_string(K) + ")"));
+    return;
+  }
+  const int64_t Is = shared ? m.gate_sh.ne[1] : 0;
+  // The products' checks (type with kernels, row lengths fit the blocks), as the CPU's matmul_batch.
+  const struct {
+    TensorType type;
+    int64_t in;
+  } products[] = {{m.gate_exps.type, D}, {m.up_exps.type, D}, {m.down_exps.type, I},
+                  {shared ? m.gate_sh.type : TensorType::kF32, D}, {shared ? m.up_sh.type : TensorType::kF32, D},
+                  {shared ? m.down_sh.type : TensorType::kF32, Is}};
+  for (int i = 0; i < (shared ? 6 : 3); ++i) {
+    Status s = check_product(products[i].type, products[i].in);
+    if (!s.ok()) return fail(std::move(s));
+  }
+  if (shared && !m.gate_sh.contiguous_rows()) {
+    return fail(invalid_argument("moe: shared gate weight without contiguous rows"));
+  }
+  if (n <= 0 || D <= 0) return;
+  const int64_t nk = n * K;
+  const float* xd = static_cast<const float*>(x.data);
+  const int64_t xs = x.nb[1] / 4;
+  const auto* ids = static_cast<const int32_t*>(m.ids.data);
+  const int64_t ids_stride = m.ids.nb[1] / 4;
+
+  // --- scratch: floats in moe_scratch, quantized activations in act_scratch (one grow each) ---------
+  // Sized for max(n, the reserved step's tokens) so that later (larger) steps do not grow them; the
+  // regions are laid out for that size.
+  const int64_t ns = n > bounds().tokens ? n : bounds().tokens, nks = ns * K;
+  const int64_t f4 = static_cast<int64_t>(sizeof(float));
+  const int64_t g_bytes = align256(nks * I * f4), y_bytes = align256(nks * D * f4);
+  const int64_t gs_bytes = align256(ns * Is * f4), ys_bytes = shared ? align256(ns * D * f4) : 0;
+  const int64_t moe_bytes = 2 * g_bytes + y_bytes + 2 * gs_bytes + ys_bytes;
+  const ActFormat fg = act_format(m.gate_exps.type), fu = act_format(m.up_exps.type),
+                  fd = act_format(m.down_exps.type);
+  const ActFormat fgs = shared ? act_format(m.gate_sh.type) : ActFormat::kF32,
+                  fus = shared ? act_format(m.up_sh.type) : ActFormat::kF32,
+                  fds = shared ? act_format(m.down_sh.type) : ActFormat::kF32;
+  // x regions, one per distinct quantized format among the four x consumers.
+  ActFormat x_formats[4];
+  int n_xf = 0;
+  for (ActFormat f : {fg, fu, fgs, fus}) {
+    if (f == ActFormat::kF32) continue;
+    bool have = false;
+    for (int i = 0; i < n_xf; ++i) have = have || x_formats[i] == f;
+    if (!have) x_formats[n_xf++] = f;
+  }
+  int64_t x_off[4] = {0, 0, 0, 0}, act_bytes = 0;
+  for (int i = 0; i < n_xf; ++i) {
+    x_off[i] = act_bytes;
+    act_bytes += align256(act_row_bytes(x_formats[i], D) * ns);
+  }
+  const int64_t h_off = act_bytes;
+  if (fd != ActFormat::kF32) act_bytes += align256(act_row_bytes(fd, I) * nks);
+  const int64_t hs_off = act_bytes;
+  if (shared && fds != ActFormat::kF32) act_bytes += align256(act_row_bytes(fds, Is) * ns);
+
+  auto* fs = static_cast<uint8_t*>(grow(moe_scratch, moe_bytes > 0 ? moe_bytes : 256));
+  if (fs == nullptr) return;
+  uint8_t* as = nullptr;
+  if (act_bytes > 0) {
+    as = static_cast<uint8_t*>(grow(act_scratch, act_bytes));
+    if (as == nullptr) return;
+  }
+  float* G = reinterpret_cast<float*>(fs);
+  float* U = reinterpret_cast<float*>(fs + g_bytes);
+  float* Y = reinterpret_cast<float*>(fs + 2 * g_bytes);
+  float* Gs = reinterpret_cast<float*>(fs + 2 * g_bytes + y_bytes);
+  float* Us = reinterpret_cast<float*>(fs + 2 * g_bytes + y_bytes + gs_bytes);
+  float* Ys = shared ? reinterpret_cast<float*>(fs + 2 * g_bytes + y_bytes + 2 * gs_bytes) : nullptr;
+
+  // 1. x quantized once per token and format.
+  for (int i = 0; i < n_xf; ++i) enqueue_act_quant(*this, x_formats[i], xd, xs, n, D, as + x_off[i]);
+  // The activation rows of x for a consumer of format f.
+  auto x_act = [&](ActFormat f, const void** act, int64_t* stride) {
+    if (f == ActFormat::kF32) {
+      *act = xd;
+      *stride = x.nb[1];
+      return;
+    }
+    for (int i = 0; i < n_xf; ++i)
+      if (x_formats[i] == f) *act = as + x_off[i];
+    *stride = act_row_bytes(f, D);
+  };
+
+  // A routed product over the n·K pairs: weight rows of expert ids[t][k].
+  auto routed = [&](const Tensor& w, int64_t in, int64_t out, const void* act, int64_t act_stride, int64_t act_div,
+                    float* y) {
+    ProductArgs a;
+    a.type = w.type;
+    a.w = w.data;
+    a.w_row_bytes = w.nb[1];
+    a.in = in;
+    a.out = out;
+    a.ids = ids;
+    a.id_k = K;
+    a.id_stride = ids_stride;
+    a.n_expert = E;
+    a.expert_bytes = w.nb[2];
+    a.act = act;
+    a.act_stride = act_stride;
+    a.act_div = act_div;
+    a.rows = nk;
+    a.y = y;
+    a.y_stride = out;
+    enqueue_product(*this, a);
+  };
+  auto dense = [&](const Tensor& w, int64_t in, int64_t out, const void* act, int64_t act_stride, float* y) {
+    ProductArgs a;
+    a.type = w.type;
+    a.w = w.data;
+    a.w_row_bytes = w.nb[1];
+    a.in = in;
+    a.out = out;
+    a.act = act;
+    a.act_stride = act_stride;
+    a.rows = n;
+    a.y = y;
+    a.y_stride = out;
+    enqueue_product(*this, a);
+  };
+
+  if (nk > 0) {
+    // 2. gate / up per pair (activation row t = pair / K).
+    const void* act;
+    int64_t stride;
+    x_act(fg, &act, &stride);
+    routed(m.gate_exps, D, I, act, stride, K, G);
+    x_act(fu, &act, &stride);
+    routed(m.up_exps, D, I, act, stride, K, U);
+    // 3. h = swiglu_clamp in place of G, quantized per pair.
+    if (nk * I > 0) {
+      swiglu_kernel<<<grid_for(nk * I), kThreads, 0, stream()>>>(G, U, nk * I, m.limit_exp, G);
+      check_launch("swiglu_kernel");
+    }
+    if (fd != ActFormat::kF32) {
+      enqueue_act_quant(*this, fd, G, I, nk, I, as + h_off);
+      act = as + h_off;
+      stride = act_row_bytes(fd, I);
+    } else {
+      act = G;
+      stride = I * f4;
+    }
+    // 4. down per pair.
+    routed(m.down_exps, I, D, act, stride, 1, Y);
+  }
+  if (shared) {
+    // 5. the shared expert per token.
+    const void* act;
+    int64_t stride;
+    x_act(fgs, &act, &stride);
+    dense(m.gate_sh, D, Is, act, stride, Gs);
+    x_act(fus, &act, &stride);
+    dense(m.up_sh, D, Is, act, stride, Us);
+    if (n * Is > 0) {
+      swiglu_kernel<<<grid_for(n * Is), kThreads, 0, stream()>>>(Gs, Us, n * Is, m.limit_sh, Gs);
+      check_launch("swiglu_kernel");
+    }
+    if (fds != ActFormat::kF32) {
+      enqueue_act_quant(*this, fds, Gs, Is, n, Is, as + hs_off);
+      act = as + hs_off;
+      stride = act_row_bytes(fds, Is);
+    } else {
+      act = Gs;
+      stride = Is * f4;
+    }
+    dense(m.down_sh, Is, D, act, stride, Ys);
+  }
+  // 6. combine.
+  CombineK c;
+  c.y = Y;
+  c.ys = Ys;
+  c.weights = static_cast<const float*>(m.weights.data);
+  c.w_stride = m.weights.nb[1] / 4;
+  c.n = n;
+  c.K = K;
+  c.D = D;
+  c.out = static_cast<float*>(m.out.data);
+  c.o_stride = m.out.nb[1] / 4;
+  combine_kernel<<<grid_for(n * D), kThreads, 0, stream()>>>(c);
+  check_launch("combine_kernel");
+}
+
+}  // namespace dsv4::cuda
