@@ -71,5 +71,14 @@ __global__ void quant_ref_device_check(const float* x, const void* w, void* act,
   const auto* q80 = static_cast<const dsv4::BlockQ8_0*>(w);
   q::dequantize_block_q8_0(q80, deq);
   out += deq[i & 31] + q::dot_block_q8_0(*q80, *a80) + q::vec_dot_q8_0(64, q80, a80);
+
+  const auto* q2k = static_cast<const dsv4::BlockQ2_K*>(w);
+  const auto* q4k = static_cast<const dsv4::BlockQ4_K*>(w);
+  q::dequantize_block_q2_k(q2k, deq);
+  out += deq[i & 255] + q::dot_block_q2_k(*q2k, *a8k) + q::vec_dot_q2_k(512, q2k, a8k);
+  q::dequantize_block_q4_k(q4k, deq);
+  int sc = 0, m = 0;
+  q::q4_k_scale_min(q4k->scales, i & 7, &sc, &m);
+  out += deq[i & 255] + q::dot_block_q4_k(*q4k, *a8k) + q::vec_dot_q4_k(512, q4k, a8k) + static_cast<float>(sc + m);
   y[i] = out;
 }

@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "backend/cpu/quant.h"
-#include "numerics/accumulate.h"
 #include "numerics/half.h"
+#include "numerics/quant_ref_k.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -17,57 +17,16 @@ namespace {
 constexpr float kF16Max = 65504.0f;
 
 // ---- dequantize (gguf-py order: dl = d * sc, ml = dmin * m, x = dl * q - ml, all f32) ----
+// The arithmetic is numerics/quant_ref_k.h's (shared with CUDA), one super-block at a time.
 
 void dequantize_row_q2_k(const void* src, float* dst, int64_t n) {
   const auto* blocks = static_cast<const BlockQ2_K*>(src);
-  for (int64_t b = 0; b < n / 256; ++b) {
-    BlockQ2_K blk;
-    std::memcpy(&blk, blocks + b, sizeof(blk));
-    const float d = f16_to_f32(blk.d);
-    const float dmin = f16_to_f32(blk.dmin);
-    float* y = dst + b * 256;
-    for (int e = 0; e < 256; ++e) {
-      const int h = e / 128, j = (e / 32) % 4, l = e % 32;
-      const int k = e / 16;
-      const float dl = d * static_cast<float>(blk.scales[k] & 0xf);
-      const float ml = dmin * static_cast<float>(blk.scales[k] >> 4);
-      const int q = (blk.qs[32 * h + l] >> (2 * j)) & 3;
-      y[e] = dl * static_cast<float>(q) - ml;
-    }
-  }
-}
-
-// Per-j formulas of gguf.md §5.4 (the reference; q4_k_unpack_scales computes the same values).
-void q4_k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *m = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
+  for (int64_t b = 0; b < n / 256; ++b) qref::dequantize_block_q2_k(blocks + b, dst + b * 256);
 }
 
 void dequantize_row_q4_k(const void* src, float* dst, int64_t n) {
   const auto* blocks = static_cast<const BlockQ4_K*>(src);
-  for (int64_t b = 0; b < n / 256; ++b) {
-    BlockQ4_K blk;
-    std::memcpy(&blk, blocks + b, sizeof(blk));
-    const float d = f16_to_f32(blk.d);
-    const float dmin = f16_to_f32(blk.dmin);
-    float* y = dst + b * 256;
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      q4_k_scale_min(blk.scales, j, &sc, &m);
-      const float dl = d * static_cast<float>(sc);
-      const float ml = dmin * static_cast<float>(m);
-      const int c = j / 2, hi = j % 2;
-      for (int l = 0; l < 32; ++l) {
-        const int q = (blk.qs[32 * c + l] >> (4 * hi)) & 15;
-        y[32 * j + l] = dl * static_cast<float>(q) - ml;
-      }
-    }
-  }
+  for (int64_t b = 0; b < n / 256; ++b) qref::dequantize_block_q4_k(blocks + b, dst + b * 256);
 }
 
 // ---- quantize ----
@@ -275,70 +234,15 @@ const TypeKernels kKQuantKernels[] = {
 
 }  // namespace
 
-// ACCUMULATION ORDER (Q2_K x Q8_K; every SIMD level reproduces it bit for bit):
-//   for super-block b = 0, 1, ..., n/256 - 1 (increasing):
-//     isum_sc = Σ_{k<16} (scales[k] & 15) · Σ_{i<16} q[16k+i]·a.qs[16k+i]     (exact int32)
-//     isum_m  = Σ_{k<16} (scales[k] >> 4) · a.bsums[k]                          (exact int32)
-//     v = a.d · ((d · (float)isum_sc) − (dmin · (float)isum_m))   (d, dmin = f16_to_f32; 4 f32 ops)
-//     partial[b % 32] = partial[b % 32] + v
-//   result = Partials32::reduce() (for s = 16, 8, 4, 2, 1: p[i] = p[i] + p[i + s]).
+// ACCUMULATION ORDERS: numerics/quant_ref_k.h (dot_block_q2_k / dot_block_q4_k per super-block,
+// partial[b % 32], Partials32 tree); every SIMD level reproduces them bit for bit. The scalar
+// references are those shared functions.
 float vec_dot_q2_k_scalar(int64_t n, const void* w, const void* act) {
-  const auto* wb = static_cast<const BlockQ2_K*>(w);
-  const auto* ab = static_cast<const BlockQ8_K*>(act);
-  Partials32 acc;
-  for (int64_t b = 0; b < n / 256; ++b) {
-    BlockQ2_K wk;
-    std::memcpy(&wk, wb + b, sizeof(wk));
-    const BlockQ8_K& a = ab[b];
-    int32_t sub[16] = {};
-    for (int e = 0; e < 256; ++e) {
-      const int h = e / 128, j = (e / 32) % 4, l = e % 32;
-      const int q = (wk.qs[32 * h + l] >> (2 * j)) & 3;
-      sub[e / 16] += q * static_cast<int32_t>(a.qs[e]);
-    }
-    int32_t isum_sc = 0, isum_m = 0;
-    for (int k = 0; k < 16; ++k) {
-      isum_sc += (wk.scales[k] & 15) * sub[k];
-      isum_m += (wk.scales[k] >> 4) * static_cast<int32_t>(a.bsums[k]);
-    }
-    const float t_sc = f16_to_f32(wk.d) * static_cast<float>(isum_sc);
-    const float t_m = f16_to_f32(wk.dmin) * static_cast<float>(isum_m);
-    acc.add(b, a.d * (t_sc - t_m));
-  }
-  return acc.reduce();
+  return qref::vec_dot_q2_k(n, static_cast<const BlockQ2_K*>(w), static_cast<const BlockQ8_K*>(act));
 }
 
-// ACCUMULATION ORDER (Q4_K x Q8_K; every SIMD level reproduces it bit for bit):
-//   for super-block b = 0, 1, ..., n/256 - 1 (increasing), with (sc_j, m_j) the 6-bit pairs:
-//     isum_sc = Σ_{j<8} sc_j · Σ_{i<32} q[32j+i]·a.qs[32j+i]                   (exact int32)
-//     isum_m  = Σ_{j<8} m_j · (a.bsums[2j] + a.bsums[2j+1])                     (exact int32)
-//     v = a.d · ((d · (float)isum_sc) − (dmin · (float)isum_m))   (d, dmin = f16_to_f32; 4 f32 ops;
-//         (float)isum_sc rounds to nearest even when |isum_sc| > 2^24, identically on every path)
-//     partial[b % 32] = partial[b % 32] + v
-//   result = Partials32::reduce().
 float vec_dot_q4_k_scalar(int64_t n, const void* w, const void* act) {
-  const auto* wb = static_cast<const BlockQ4_K*>(w);
-  const auto* ab = static_cast<const BlockQ8_K*>(act);
-  Partials32 acc;
-  for (int64_t b = 0; b < n / 256; ++b) {
-    BlockQ4_K wk;
-    std::memcpy(&wk, wb + b, sizeof(wk));
-    const BlockQ8_K& a = ab[b];
-    int32_t isum_sc = 0, isum_m = 0;
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      q4_k_scale_min(wk.scales, j, &sc, &m);
-      const int c = j / 2, hi = j % 2;
-      int32_t s = 0;
-      for (int l = 0; l < 32; ++l) s += ((wk.qs[32 * c + l] >> (4 * hi)) & 15) * static_cast<int32_t>(a.qs[32 * j + l]);
-      isum_sc += sc * s;
-      isum_m += m * (static_cast<int32_t>(a.bsums[2 * j]) + static_cast<int32_t>(a.bsums[2 * j + 1]));
-    }
-    const float t_sc = f16_to_f32(wk.d) * static_cast<float>(isum_sc);
-    const float t_m = f16_to_f32(wk.dmin) * static_cast<float>(isum_m);
-    acc.add(b, a.d * (t_sc - t_m));
-  }
-  return acc.reduce();
+  return qref::vec_dot_q4_k(n, static_cast<const BlockQ4_K*>(w), static_cast<const BlockQ8_K*>(act));
 }
 
 std::span<const TypeKernels> k_quant_type_kernels() { return kKQuantKernels; }
