@@ -30,6 +30,7 @@
 #include "numerics/blocks.h"
 #include "numerics/half.h"
 #include "numerics/hd.h"
+#include "numerics/quant_ref_iq2_xxs.h"
 #include "numerics/quant_ref_k.h"
 
 namespace dsv4::qref {

@@ -53,7 +53,8 @@ __global__ void numerics_device_check(const float* x, float* y, double* yd, uint
 }
 
 // numerics/quant_ref.h: every qref:: function, called from device code.
-__global__ void quant_ref_device_check(const float* x, const void* w, void* act, float* y) {
+__global__ void quant_ref_device_check(const float* x, const void* w, void* act, float* y, const uint64_t* grid,
+                                       const uint8_t* signs) {
   namespace q = dsv4::qref;
   const int i = static_cast<int>(threadIdx.x);
   float out = q::f32_abs(x[i]) + q::finite_or_zero(x[i]) + q::fmax_c(x[i], 1.0f) + q::fmin_c(x[i], 1.0f);
@@ -80,5 +81,26 @@ __global__ void quant_ref_device_check(const float* x, const void* w, void* act,
   int sc = 0, m = 0;
   q::q4_k_scale_min(q4k->scales, i & 7, &sc, &m);
   out += deq[i & 255] + q::dot_block_q4_k(*q4k, *a8k) + q::vec_dot_q4_k(512, q4k, a8k) + static_cast<float>(sc + m);
+
+  const dsv4::qref::Iq2xxsTables tables = {grid, signs};
+  const auto* iq2 = static_cast<const dsv4::BlockIq2Xxs*>(w);
+  q::dequantize_block_iq2_xxs(iq2, deq, tables);
+  uint32_t words[2];
+  q::iq2_xxs_group_words(*iq2, i & 7, words);
+  out += deq[i & 255] + q::dot_block_iq2_xxs(*iq2, *a8k, tables) + q::vec_dot_iq2_xxs(512, iq2, a8k, tables);
+  out += static_cast<float>(words[0] ^ words[1]);
   y[i] = out;
+}
+
+// The IQ2_XXS tables as CUDA code holds them: device copies of numerics/iq2_xxs_grid.h's arrays.
+__constant__ uint64_t d_iq2xxs_grid[256];
+__constant__ uint8_t d_iq2xxs_signs[128];
+void quant_ref_device_check_launch(const float* x, const void* w, void* act, float* y) {
+  cudaMemcpyToSymbol(d_iq2xxs_grid, dsv4::qref::kIq2xxsGrid, sizeof(dsv4::qref::kIq2xxsGrid));
+  cudaMemcpyToSymbol(d_iq2xxs_signs, dsv4::qref::kIq2xxsSigns, sizeof(dsv4::qref::kIq2xxsSigns));
+  const uint64_t* grid = nullptr;
+  const uint8_t* signs = nullptr;
+  cudaGetSymbolAddress(reinterpret_cast<void**>(const_cast<uint64_t**>(&grid)), d_iq2xxs_grid);
+  cudaGetSymbolAddress(reinterpret_cast<void**>(const_cast<uint8_t**>(&signs)), d_iq2xxs_signs);
+  quant_ref_device_check<<<1, 32>>>(x, w, act, y, grid, signs);
 }

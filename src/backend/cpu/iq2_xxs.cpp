@@ -20,30 +20,17 @@
 #include "backend/cpu/iq2_xxs.h"
 #include "backend/cpu/iq2_xxs_tables.h"
 #include "backend/cpu/quant.h"
-#include "numerics/accumulate.h"
 #include "numerics/half.h"
+#include "numerics/quant_ref_iq2_xxs.h"
 
 namespace dsv4::cpu {
 namespace {
 
+// The arithmetic is numerics/quant_ref_iq2_xxs.h's (shared with CUDA), one super-block at a time.
 void iq2_xxs_dequantize_row(const void* src, float* dst, int64_t n) {
   const auto* blocks = static_cast<const BlockIq2Xxs*>(src);
-  for (int64_t b = 0; b < n / 256; ++b) {
-    const float d = f16_to_f32(blocks[b].d);
-    for (int g = 0; g < 8; ++g) {
-      uint32_t a[2];
-      std::memcpy(a, blocks[b].qs + 4 * g, 8);
-      const float db = (d * (0.5f + static_cast<float>(a[1] >> 28))) * 0.25f;
-      for (int l = 0; l < 4; ++l) {
-        const uint64_t grid = iq2xxs_grid[(a[0] >> (8 * l)) & 0xff];
-        const uint8_t signs = ksigns_iq2xs[(a[1] >> (7 * l)) & 127];
-        for (int j = 0; j < 8; ++j) {
-          const float gv = static_cast<float>((grid >> (8 * j)) & 0xff);
-          dst[256 * b + 32 * g + 8 * l + j] = (db * gv) * (((signs >> j) & 1) ? -1.0f : 1.0f);
-        }
-      }
-    }
-  }
+  for (int64_t b = 0; b < n / 256; ++b)
+    qref::dequantize_block_iq2_xxs(blocks + b, dst + 256 * b, qref::kIq2xxsHostTables);
 }
 
 // ---- quantizer -------------------------------------------------------------------------------------
@@ -255,34 +242,12 @@ void iq2_xxs_quantize_row(const float* src, void* dst, int64_t n, const float* i
 
 }  // namespace
 
-// Order: see iq2_xxs.h (exact int32 super-block dot with the (2·ls+1) group factors;
-// v = ((d_w * d_x) * (float)isum) * 0.125f; partial[b % 32]; Partials32 tree).
+// Order: see iq2_xxs.h / numerics/quant_ref_iq2_xxs.h (exact int32 super-block dot with the (2·ls+1)
+// group factors; v = ((d_w * d_x) * (float)isum) * 0.125f; partial[b % 32]; Partials32 tree). The
+// scalar reference is the shared function.
 float iq2_xxs_vec_dot_scalar(int64_t n, const void* w, const void* act) {
-  const auto* wb = static_cast<const BlockIq2Xxs*>(w);
-  const auto* xb = static_cast<const BlockQ8_K*>(act);
-  Partials32 acc;
-  for (int64_t b = 0; b < n / 256; ++b) {
-    const int8_t* q8 = xb[b].qs;
-    int32_t isum = 0;
-    for (int g = 0; g < 8; ++g) {
-      uint32_t a[2];
-      std::memcpy(a, wb[b].qs + 4 * g, 8);
-      int32_t gsum = 0;
-      for (int l = 0; l < 4; ++l) {
-        const uint64_t grid = iq2xxs_grid[(a[0] >> (8 * l)) & 0xff];
-        const uint8_t signs = ksigns_iq2xs[(a[1] >> (7 * l)) & 127];
-        for (int j = 0; j < 8; ++j) {
-          const int32_t gv = static_cast<int32_t>((grid >> (8 * j)) & 0xff);
-          const int32_t prod = gv * q8[32 * g + 8 * l + j];
-          gsum += ((signs >> j) & 1) ? -prod : prod;
-        }
-      }
-      isum += static_cast<int32_t>(2 * (a[1] >> 28) + 1) * gsum;
-    }
-    const float v = ((f16_to_f32(wb[b].d) * xb[b].d) * static_cast<float>(isum)) * 0.125f;
-    acc.add(b, v);
-  }
-  return acc.reduce();
+  return qref::vec_dot_iq2_xxs(n, static_cast<const BlockIq2Xxs*>(w), static_cast<const BlockQ8_K*>(act),
+                               qref::kIq2xxsHostTables);
 }
 
 std::span<const TypeKernels> iq2_xxs_type_kernels() {

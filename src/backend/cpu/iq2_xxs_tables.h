@@ -1,4 +1,5 @@
 // backend/cpu/iq2_xxs_tables.h — IQ2_XXS data tables: the 256-entry E8 lattice grid and the sign tables.
+// The grid and ksigns data live in numerics/iq2_xxs_grid.h (shared with CUDA); these names refer to it.
 //
 // iq2xxs_grid[k]: 8 magnitudes, byte j = bits 8j..8j+7, each one of 8, 25, 43 (gguf.md §5.5; SHA-256 of
 // the 2048 little-endian bytes is checked by a unit test). ksigns_iq2xs[s] = s | (popcount(s)&1) << 7:
@@ -9,20 +10,13 @@
 #include <array>
 #include <cstdint>
 
+#include "numerics/iq2_xxs_grid.h"
+
 namespace dsv4::cpu {
 
-extern const uint64_t iq2xxs_grid[256];
+inline constexpr const uint64_t (&iq2xxs_grid)[256] = qref::kIq2xxsGrid;
 
-constexpr std::array<uint8_t, 128> make_ksigns_iq2xs() {
-  std::array<uint8_t, 128> t{};
-  for (int s = 0; s < 128; ++s) {
-    int pop = 0;
-    for (int b = 0; b < 7; ++b) pop += (s >> b) & 1;
-    t[s] = static_cast<uint8_t>(s | (pop & 1) << 7);
-  }
-  return t;
-}
-inline constexpr std::array<uint8_t, 128> ksigns_iq2xs = make_ksigns_iq2xs();
+inline constexpr const uint8_t (&ksigns_iq2xs)[128] = qref::kIq2xxsSigns;
 
 constexpr std::array<uint64_t, 128> make_ksigns_mask64() {
   std::array<uint64_t, 128> t{};
