@@ -1,0 +1,626 @@
+// backend/cuda/attention.cu — CudaBackend's attention-side ops: compressor_update, indexer_topk,
+// attention (ring of raw keys + compressed entries, with sinks) and kv_store. Arithmetic orders are
+// backend.h's (the CPU backend's bits); here only the layout:
+//   compressor_update: the CPU walks the chunk's tokens in order (ring write, then pool when a window
+//     closes). A closing window's candidates are positions ≥ p0 − coff·r + 1, so each reads its
+//     (a, z + ape) from the chunk (p ≥ p0, the one add recomputed: the same bits) or from the ring as
+//     the chunk found it (p < p0); every window is pooled independently: one block per closing
+//     window, one thread per channel (max, then one pass: e_c into the 32 partials and the fma chain),
+//     then warp 0 rms-norms and ropes the entry. The ring store (the chunk's last coff·r positions)
+//     runs after, as a separate kernel.
+//   indexer_topk: one warp per (query, entry) score (fma chain over heads of g·ReLU(dot)), then one
+//     block per query: an exact radix select of the top_k-th key (scores mapped to ordered integers,
+//     NaN lowest; ±0 one key), then one pass in entry order keeps the keys above it and the first
+//     needed keys equal to it (ties → lower entry), written in ascending entry order by block scans.
+//   attention: per query t, the number of compressed keys (CSA: the comp_index prefix before −1);
+//     one warp per (query, key) computes the H logits; one warp per (query, head) the max, the
+//     probabilities (in place) and the denominator (lane = partial: sum32's order); one thread per
+//     (query, head, column) the fma chain over keys in order and the division.
+//   kv_store: one thread per stored element.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "backend/cuda/cuda_backend.cuh"
+#include "backend/cuda/row_ops.cuh"
+#include "numerics/det_math.h"
+#include "numerics/hd.h"
+
+namespace dsv4::cuda {
+
+using backend::Tensor;
+using rowops::grid_for;
+using rowops::kFullMask;
+using rowops::row_ptr;
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / 32;
+constexpr int kCompThreads = 128;
+constexpr int kTopkThreads = 512;
+// Attention logits / indexer scores of one pass of queries stay within this (queries in groups).
+constexpr int64_t kScoreBudget = int64_t{256} << 20;
+
+// Queries per pass for `rows` queries of `row_bytes` scratch each (at least one).
+int64_t group_rows(int64_t rows, int64_t row_bytes) {
+  const int64_t g = row_bytes > 0 ? kScoreBudget / row_bytes : rows;
+  return std::max<int64_t>(1, std::min(rows, g));
+}
+
+int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+__device__ __forceinline__ float neg_inf() { return hd::f32_from_bits(0xff800000u); }
+__device__ __forceinline__ float quiet_nan() { return hd::f32_from_bits(0x7fc00000u); }
+// std::max(m, v): a NaN v never replaces m.
+__device__ __forceinline__ float std_max(float m, float v) { return m < v ? v : m; }
+
+// --- compressor -----------------------------------------------------------------------------------
+
+struct CompArgs {
+  const void* a;
+  int64_t a_nb;
+  const void* z;
+  int64_t z_nb;
+  const void* ape;
+  int64_t ape_nb;
+  void* ring_a;
+  int64_t ring_a_nb;
+  void* ring_z;
+  int64_t ring_z_nb;
+  void* entries;
+  int64_t entries_nb;
+  const float* norm;
+  const float* freqs;
+  int64_t p0, n, r, coff, d, n_rot, span;
+  float eps;
+  int64_t w_lo;  // the first window that closes in this chunk
+};
+
+// Candidate c of window w: its position and column offset; false when absent (CSA, w = 0).
+__device__ __forceinline__ bool comp_candidate(const CompArgs& u, int64_t w, int64_t c, int64_t* q, int64_t* col) {
+  if (u.coff == 2) {
+    if (c < u.r) {  // the A-half of the previous window's positions
+      *q = (w - 1) * u.r + c;
+      *col = 0;
+      return w >= 1;
+    }
+    *q = w * u.r + (c - u.r);  // the window's own positions, B-half
+    *col = u.d;
+    return true;
+  }
+  *q = w * u.r + c;
+  *col = 0;
+  return true;
+}
+
+// z + ape of position q (the ring row the CPU reads): from the chunk when q ≥ p0, else the ring.
+__device__ __forceinline__ float comp_z(const CompArgs& u, int64_t q, int64_t col) {
+  if (q >= u.p0) return row_ptr<float>(u.z, u.z_nb, q - u.p0)[col] + row_ptr<float>(u.ape, u.ape_nb, q % u.r)[col];
+  return row_ptr<float>(u.ring_z, u.ring_z_nb, q % u.span)[col];
+}
+__device__ __forceinline__ float comp_a(const CompArgs& u, int64_t q, int64_t col) {
+  if (q >= u.p0) return row_ptr<float>(u.a, u.a_nb, q - u.p0)[col];
+  return row_ptr<float>(u.ring_a, u.ring_a_nb, q % u.span)[col];
+}
+
+// One block per closing window w = w_lo + b: pooled channels, then rms_norm and rope (warp 0).
+__global__ void compressor_entry_kernel(CompArgs u, int64_t n_closed) {
+  const int64_t n_cand = u.coff * u.r;
+  for (int64_t b = blockIdx.x; b < n_closed; b += gridDim.x) {
+    const int64_t w = u.w_lo + b;
+    float* e = row_ptr<float>(u.entries, u.entries_nb, w);
+    for (int64_t j = threadIdx.x; j < u.d; j += blockDim.x) {
+      float m = neg_inf();
+      for (int64_t c = 0; c < n_cand; ++c) {
+        int64_t q, col;
+        if (comp_candidate(u, w, c, &q, &col)) m = std_max(m, comp_z(u, q, col + j));
+      }
+      // den = Σ_c e_c (partial c mod 32, absent as 0, then the tree); acc = fma chain over present c.
+      float part[32];
+#pragma unroll
+      for (int l = 0; l < 32; ++l) part[l] = 0.0f;
+      float acc = 0.0f;
+      for (int64_t c0 = 0; c0 < n_cand; c0 += 32) {
+#pragma unroll
+        for (int l = 0; l < 32; ++l) {
+          const int64_t c = c0 + l;
+          if (c < n_cand) {
+            int64_t q, col;
+            float ec = 0.0f;
+            if (comp_candidate(u, w, c, &q, &col)) {
+              ec = det::exp(comp_z(u, q, col + j) - m);
+              acc = hd::fma(ec, comp_a(u, q, col + j), acc);
+            }
+            part[l] = part[l] + ec;
+          }
+        }
+      }
+#pragma unroll
+      for (int s = 16; s >= 1; s >>= 1) {
+#pragma unroll
+        for (int i = 0; i < s; ++i) part[i] = part[i] + part[i + s];
+      }
+      e[j] = hd::div(acc, part[0]);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      const int lane = static_cast<int>(threadIdx.x);
+      rowops::warp_rms_norm_row(e, u.d, u.norm, u.eps, e, lane);
+      __syncwarp();
+      float* t = e + (u.d - u.n_rot);
+      for (int64_t k = lane; k < u.n_rot / 2; k += 32) rowops::rope_pair(t, k, w * u.r, u.freqs[k], false);
+    }
+    __syncthreads();
+  }
+}
+
+// Ring rows of positions first … p0 + n − 1: (a, z + ape) at slot p mod span.
+__global__ void compressor_ring_kernel(CompArgs u, int64_t first) {
+  const int64_t width = u.coff * u.d, total = (u.p0 + u.n - first) * width;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t q = first + e / width, c = e % width, slot = q % u.span;
+    row_ptr<float>(u.ring_a, u.ring_a_nb, slot)[c] = row_ptr<float>(u.a, u.a_nb, q - u.p0)[c];
+    row_ptr<float>(u.ring_z, u.ring_z_nb, slot)[c] =
+        row_ptr<float>(u.z, u.z_nb, q - u.p0)[c] + row_ptr<float>(u.ape, u.ape_nb, q % u.r)[c];
+  }
+}
+
+// --- indexer --------------------------------------------------------------------------------------
+
+// score[t·max_nv + w] (query t0 + t of the call) for the queries with more than top_k visible
+// entries, w < visible: one warp each.
+__global__ void indexer_score_kernel(const void* qI, int64_t q_nb, const void* g, int64_t g_nb, float gs0, float gs1,
+                                     const void* keys, int64_t k_nb, int64_t p0, int64_t ratio, int64_t top_k,
+                                     int64_t t0, int64_t n, int64_t nI, int64_t dI, int64_t max_nv, float* score) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int64_t total = n * max_nv, warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); gw < total; gw += warps) {
+    const int64_t t = gw / max_nv, w = gw % max_nv, nv = (p0 + t0 + t + 1) / ratio;
+    if (nv <= top_k || w >= nv) continue;  // warp-uniform
+    const float* qt = row_ptr<float>(qI, q_nb, t0 + t);
+    const float* gt = row_ptr<float>(g, g_nb, t0 + t);
+    const float* kw = row_ptr<float>(keys, k_nb, w);
+    float s = 0.0f;
+    for (int64_t h = 0; h < nI; ++h) {
+      const float gsh = (gt[h] * gs0) * gs1;
+      const float dot = rowops::warp_dot32(qt + h * dI, kw, dI, lane);
+      s = hd::fma(gsh, dot > 0.0f ? dot : 0.0f, s);
+    }
+    if (lane == 0) score[t * max_nv + w] = s;
+  }
+}
+
+// An unsigned key whose order is the ranking: higher score first, NaN below every number (key 0),
+// −0 and +0 one key (they compare equal).
+__device__ __forceinline__ uint32_t rank_key(float s) {
+  if (s != s) return 0u;
+  const uint32_t u = hd::f32_bits(s == 0.0f ? 0.0f : s);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Exclusive prefix sum of v over the block (blockDim a multiple of 32); *total = the block's sum.
+__device__ __forceinline__ int block_excl_scan(int v, int* warp_sums, int* total) {
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int nw = static_cast<int>(blockDim.x >> 5);
+  int x = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(kFullMask, x, o);
+    if (lane >= o) x += y;
+  }
+  if (lane == 31) warp_sums[warp] = x;
+  __syncthreads();
+  if (warp == 0) {
+    int s = lane < nw ? warp_sums[lane] : 0;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int y = __shfl_up_sync(kFullMask, s, o);
+      if (lane >= o) s += y;
+    }
+    if (lane < nw) warp_sums[lane] = s;
+  }
+  __syncthreads();
+  const int before = warp > 0 ? warp_sums[warp - 1] : 0;
+  *total = warp_sums[nw - 1];
+  __syncthreads();
+  return before + x - v;
+}
+
+// One block per query t0 + t: out[t0 + t] = the top_k entries (ascending), or 0 … visible−1, −1 … when visible ≤ top_k.
+__global__ void indexer_select_kernel(const float* score, int64_t max_nv, int64_t p0, int64_t ratio, int64_t t0,
+                                      int64_t n, int64_t top_k, void* out, int64_t out_nb) {
+  __shared__ unsigned hist[256];
+  __shared__ int warp_sums[32];
+  __shared__ uint32_t s_prefix;
+  __shared__ int64_t s_rem;
+  for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
+    int32_t* o = row_ptr<int32_t>(out, out_nb, t0 + t);
+    const int64_t nv = (p0 + t0 + t + 1) / ratio;
+    if (nv <= top_k) {
+      for (int64_t i = threadIdx.x; i < top_k; i += blockDim.x) o[i] = i < nv ? static_cast<int32_t>(i) : -1;
+      continue;
+    }
+    const float* sc = score + t * max_nv;
+    // Radix select (8 bits a pass, most significant first) of the key ranked top_k-th: prefix ends
+    // as that key T, rem as how many entries of key T belong to the top_k.
+    uint32_t prefix = 0, mask = 0;
+    int64_t rem = top_k;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      for (int i = static_cast<int>(threadIdx.x); i < 256; i += static_cast<int>(blockDim.x)) hist[i] = 0;
+      __syncthreads();
+      for (int64_t w = threadIdx.x; w < nv; w += blockDim.x) {
+        const uint32_t k = rank_key(sc[w]);
+        if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 0xffu], 1u);
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        int64_t above = 0;
+        int digit = 255;
+        for (; digit > 0; --digit) {
+          if (above + static_cast<int64_t>(hist[digit]) >= rem) break;
+          above += hist[digit];
+        }
+        s_prefix = prefix | (static_cast<uint32_t>(digit) << shift);
+        s_rem = rem - above;
+      }
+      __syncthreads();
+      prefix = s_prefix;
+      rem = s_rem;
+      mask |= 0xffu << shift;
+    }
+    // Entry order: keep keys > T, and keys == T while fewer than rem of them are kept.
+    int64_t taken_eq = 0, pos = 0;
+    for (int64_t base = 0; base < nv && pos < top_k; base += blockDim.x) {
+      const int64_t w = base + threadIdx.x;
+      bool gt = false, eq = false;
+      if (w < nv) {
+        const uint32_t k = rank_key(sc[w]);
+        gt = k > prefix;
+        eq = k == prefix;
+      }
+      int eq_total = 0, keep_total = 0;
+      const int eq_before = block_excl_scan(eq ? 1 : 0, warp_sums, &eq_total);
+      const bool keep = gt || (eq && taken_eq + eq_before < rem);
+      const int keep_before = block_excl_scan(keep ? 1 : 0, warp_sums, &keep_total);
+      if (keep) o[pos + keep_before] = static_cast<int32_t>(w);
+      taken_eq += eq_total;
+      pos += keep_total;
+    }
+  }
+}
+
+// --- attention ------------------------------------------------------------------------------------
+
+struct AttnArgs {
+  const void* q;
+  int64_t q_nb;
+  const void* kv;
+  int64_t kv_nb;
+  const void* ring;
+  int64_t ring_nb;
+  const void* comp;
+  int64_t comp_nb;
+  const void* ci;  // comp_index (CSA)
+  int64_t ci_nb, ci_len;
+  const float* sinks;
+  void* o;
+  int64_t o_nb;
+  int64_t p0, H, d, W, ratio, cap;
+  int64_t t0, n;  // this pass: queries t0 … t0 + n − 1 of the call (local index t below)
+  float scale;
+  int mode;  // 0 sliding, 1 HCA (all visible entries), 2 CSA (comp_index)
+  int64_t maxk;
+  float* S;         // [n][H][maxk] logits, then probabilities (this pass's queries)
+  float* den;       // [n][H]
+  int32_t* ncomp;   // [n] compressed keys of query t (−1: a comp_index entry beyond capacity)
+};
+
+__device__ __forceinline__ int64_t raw_first(const AttnArgs& a, int64_t p) { return p - a.W + 1 > 0 ? p - a.W + 1 : 0; }
+
+// Key j of the call's query tq (position p, raw keys lo … p first).
+__device__ __forceinline__ const float* attn_key(const AttnArgs& a, int64_t tq, int64_t p, int64_t lo, int64_t nraw,
+                                                 int64_t j) {
+  if (j < nraw) {
+    const int64_t pos = lo + j;
+    return pos < a.p0 ? row_ptr<float>(a.ring, a.ring_nb, pos % a.W) : row_ptr<float>(a.kv, a.kv_nb, pos - a.p0);
+  }
+  const int64_t i = j - nraw;
+  const int64_t w = a.mode == 2 ? row_ptr<int32_t>(a.ci, a.ci_nb, tq)[i] : i;
+  return row_ptr<float>(a.comp, a.comp_nb, w);
+}
+
+__global__ void attn_count_kernel(AttnArgs a) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < a.n; t += stride) {
+    const int64_t p = a.p0 + a.t0 + t;
+    int64_t c = 0;
+    if (a.mode == 1) {
+      c = (p + 1) / a.ratio;
+    } else if (a.mode == 2) {
+      const int32_t* ci = row_ptr<int32_t>(a.ci, a.ci_nb, a.t0 + t);
+      for (; c < a.ci_len && ci[c] >= 0; ++c)
+        if (ci[c] >= a.cap) {
+          c = -1;
+          break;
+        }
+    }
+    a.ncomp[t] = static_cast<int32_t>(c);
+  }
+}
+
+// S[t][h][j] = dot(q_h, key_j)·scale: one warp per (t, j), heads in turn.
+__global__ void attn_score_kernel(AttnArgs a) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int64_t total = a.n * a.maxk, warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); gw < total; gw += warps) {
+    const int64_t t = gw / a.maxk, j = gw % a.maxk;
+    const int64_t nc = a.ncomp[t], p = a.p0 + a.t0 + t, lo = raw_first(a, p), nraw = p - lo + 1;
+    if (nc < 0 || j >= nraw + nc) continue;  // warp-uniform
+    const float* key = attn_key(a, a.t0 + t, p, lo, nraw, j);
+    const float* qt = row_ptr<float>(a.q, a.q_nb, a.t0 + t);
+    for (int64_t h = 0; h < a.H; ++h) {
+      const float l = rowops::warp_dot32(qt + h * a.d, key, a.d, lane) * a.scale;
+      if (lane == 0) a.S[(t * a.H + h) * a.maxk + j] = l;
+    }
+  }
+}
+
+// Per (t, h), one warp: M = max(sink, max_j l_j) (NaN l never counts; a NaN sink stays), p_j =
+// exp(l_j − M) in place, den = exp(sink − M) + Σ p_j (lane l = partial l of sum32, then the tree).
+__global__ void attn_softmax_kernel(AttnArgs a) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int64_t total = a.n * a.H, warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); gw < total; gw += warps) {
+    const int64_t t = gw / a.H, h = gw % a.H;
+    const int64_t nc = a.ncomp[t], p = a.p0 + a.t0 + t, lo = raw_first(a, p), nraw = p - lo + 1;
+    if (nc < 0) continue;  // warp-uniform
+    const int64_t nk = nraw + nc;
+    float* P = a.S + gw * a.maxk;
+    // The running max from the sink in key order equals max(sink, the max of the non-NaN logits): the
+    // only order-dependent bit is the sign of a zero maximum, which no exp(v − M) below can see.
+    float m = neg_inf();
+    for (int64_t j = lane; j < nk; j += 32) m = std_max(m, P[j]);
+    for (int s = 16; s >= 1; s >>= 1) m = std_max(m, __shfl_down_sync(kFullMask, m, s));
+    m = __shfl_sync(kFullMask, m, 0);
+    const float sink = a.sinks[h];
+    const float M = std_max(sink, m);
+    float part = 0.0f;
+    for (int64_t j = lane; j < nk; j += 32) {
+      const float pj = det::exp(P[j] - M);
+      P[j] = pj;
+      part = part + pj;
+    }
+    const float sum = rowops::warp_tree(part);
+    if (lane == 0) a.den[gw] = det::exp(sink - M) + sum;
+  }
+}
+
+// o[t][h·d + c] = (fma chain over keys j from 0 of p_j·key_j[c]) / den: one thread each.
+__global__ void attn_out_kernel(AttnArgs a) {
+  const int64_t total = a.n * a.H * a.d, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t c = e % a.d, th = e / a.d, t = th / a.H, h = th % a.H;
+    float* out = row_ptr<float>(a.o, a.o_nb, a.t0 + t) + h * a.d + c;
+    const int64_t nc = a.ncomp[t];
+    if (nc < 0) {  // a comp_index entry beyond capacity (the CPU fails the step): NaN, never a bad read
+      *out = quiet_nan();
+      continue;
+    }
+    const int64_t p = a.p0 + a.t0 + t, lo = raw_first(a, p);
+    const float* P = a.S + th * a.maxk;
+    float acc = 0.0f;
+    int64_t j = 0;
+    for (int64_t pos = lo; pos <= p && pos < a.p0; ++pos, ++j)
+      acc = hd::fma(P[j], row_ptr<float>(a.ring, a.ring_nb, pos % a.W)[c], acc);
+    for (int64_t pos = lo > a.p0 ? lo : a.p0; pos <= p; ++pos, ++j)
+      acc = hd::fma(P[j], row_ptr<float>(a.kv, a.kv_nb, pos - a.p0)[c], acc);
+    const int32_t* ci = a.mode == 2 ? row_ptr<int32_t>(a.ci, a.ci_nb, a.t0 + t) : nullptr;
+    for (int64_t i = 0; i < nc; ++i, ++j) {
+      const int64_t w = ci != nullptr ? ci[i] : i;
+      acc = hd::fma(P[j], row_ptr<float>(a.comp, a.comp_nb, w)[c], acc);
+    }
+    *out = hd::div(acc, a.den[th]);
+  }
+}
+
+// --- kv_store -------------------------------------------------------------------------------------
+
+__global__ void kv_store_kernel(const void* kv, int64_t kv_nb, int64_t p0, int64_t first, int64_t count, int64_t d,
+                                void* ring, int64_t ring_nb, int64_t W) {
+  const int64_t total = count * d, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t q = first + e / d, c = e % d;
+    row_ptr<float>(ring, ring_nb, q % W)[c] = row_ptr<float>(kv, kv_nb, q - p0)[c];
+  }
+}
+
+}  // namespace
+
+// --- compressor -----------------------------------------------------------------------------------
+
+void CudaBackend::compressor_update(const backend::CompressorUpdate& u, const backend::CompressorTensors& st) {
+  const int64_t r = u.ratio, coff = u.coff, d = u.d, width = coff * d, span = coff * r, n = u.a.ne[1];
+  if (r <= 0 || (coff != 1 && coff != 2) || u.a.ne[0] != width || u.z.ne[0] != width || u.z.ne[1] != n ||
+      u.ape.ne[0] != width || u.ape.ne[1] < r || st.ring_a.ne[0] != width || st.ring_z.ne[0] != width ||
+      st.ring_a.ne[1] != span || st.ring_z.ne[1] != span || st.entries.ne[0] != d || u.norm.ne[0] != d ||
+      u.n_rot > d || u.n_rot < 0 || u.n_rot % 2 != 0 || u.freqs.ne[0] * 2 < u.n_rot || u.p0 < 0) {
+    fail(invalid_argument("compressor_update: shapes do not fit (ratio " + std::to_string(r) + ", coff " +
+                          std::to_string(coff) + ", d " + std::to_string(d) + ")"));
+    return;
+  }
+  if ((u.p0 + n) / r > st.entries.ne[1]) {
+    fail(out_of_range("compressor_update: entry " + std::to_string((u.p0 + n) / r - 1) + " beyond capacity " +
+                      std::to_string(st.entries.ne[1])));
+    return;
+  }
+  if (n <= 0) return;
+  CompArgs a;
+  a.a = u.a.data;
+  a.a_nb = u.a.nb[1];
+  a.z = u.z.data;
+  a.z_nb = u.z.nb[1];
+  a.ape = u.ape.data;
+  a.ape_nb = u.ape.nb[1];
+  a.ring_a = st.ring_a.data;
+  a.ring_a_nb = st.ring_a.nb[1];
+  a.ring_z = st.ring_z.data;
+  a.ring_z_nb = st.ring_z.nb[1];
+  a.entries = st.entries.data;
+  a.entries_nb = st.entries.nb[1];
+  a.norm = static_cast<const float*>(u.norm.data);
+  a.freqs = static_cast<const float*>(u.freqs.data);
+  a.p0 = u.p0;
+  a.n = n;
+  a.r = r;
+  a.coff = coff;
+  a.d = d;
+  a.n_rot = u.n_rot;
+  a.span = span;
+  a.eps = u.eps;
+  // Window w closes at position w·r + r − 1: those in [p0, p0 + n) are w_lo … w_hi − 1.
+  a.w_lo = u.p0 / r;
+  const int64_t n_closed = (u.p0 + n) / r - a.w_lo;
+  if (n_closed > 0 && d > 0) {
+    compressor_entry_kernel<<<grid_for(n_closed, 1), kCompThreads, 0, stream()>>>(a, n_closed);
+    check_launch("compressor_entry_kernel");
+  }
+  // After the pooling (which reads the ring as the chunk found it): the chunk's last span positions.
+  const int64_t first = std::max(u.p0, u.p0 + n - span);
+  if (width > 0) {
+    compressor_ring_kernel<<<grid_for((u.p0 + n - first) * width, kThreads), kThreads, 0, stream()>>>(a, first);
+    check_launch("compressor_ring_kernel");
+  }
+}
+
+// --- indexer --------------------------------------------------------------------------------------
+
+void CudaBackend::indexer_topk(const Tensor& qI, const Tensor& g, float gscale0, float gscale1, const Tensor& keys,
+                               int64_t p0, int64_t ratio, const Tensor& out) {
+  const int64_t n = qI.ne[1], nI = g.ne[0], dI = keys.ne[0], top_k = out.ne[0];
+  if (ratio <= 0 || qI.ne[0] != nI * dI || g.ne[1] != n || out.ne[1] != n || out.type != TensorType::kI32 || p0 < 0) {
+    fail(invalid_argument("indexer_topk: shapes do not fit"));
+    return;
+  }
+  if (n > 0 && (p0 + n) / ratio > keys.ne[1]) {
+    fail(out_of_range("indexer_topk: " + std::to_string((p0 + n) / ratio) + " visible entries beyond capacity " +
+                      std::to_string(keys.ne[1])));
+    return;
+  }
+  if (n <= 0 || top_k <= 0) return;
+  const int64_t max_nv = (p0 + n) / ratio;  // the last query sees the most entries
+  if (max_nv <= top_k) {  // every query: 0 … visible−1, then −1
+    indexer_select_kernel<<<grid_for(n, 1), kTopkThreads, 0, stream()>>>(nullptr, 0, p0, ratio, 0, n, top_k, out.data,
+                                                                         out.nb[1]);
+    check_launch("indexer_select_kernel");
+    return;
+  }
+  // Scores of a group of queries at a time (the scratch stays within kScoreBudget), sized for the
+  // session's bounds on first use.
+  const backend::StepBounds& b = bounds();
+  const int64_t G = group_rows(n, max_nv * 4);
+  const int64_t kb = std::max(max_nv, b.index_entries);
+  const int64_t bound = group_rows(std::max(n, b.tokens), kb * 4) * kb * 4;
+  float* score = static_cast<float*>(grow(index_scratch, std::max(G * max_nv * 4, bound)));
+  if (score == nullptr) return;
+  for (int64_t t0 = 0; t0 < n; t0 += G) {
+    const int64_t ng = std::min(G, n - t0);
+    indexer_score_kernel<<<grid_for(ng * max_nv, kWarpsPerBlock), kThreads, 0, stream()>>>(
+        qI.data, qI.nb[1], g.data, g.nb[1], gscale0, gscale1, keys.data, keys.nb[1], p0, ratio, top_k, t0, ng, nI, dI,
+        max_nv, score);
+    check_launch("indexer_score_kernel");
+    indexer_select_kernel<<<grid_for(ng, 1), kTopkThreads, 0, stream()>>>(score, max_nv, p0, ratio, t0, ng, top_k,
+                                                                          out.data, out.nb[1]);
+    check_launch("indexer_select_kernel");
+  }
+}
+
+// --- attention ------------------------------------------------------------------------------------
+
+void CudaBackend::attention(const backend::AttentionArgs& a) {
+  const int64_t n = a.q.ne[1], H = a.n_head, d = a.kv.ne[0], W = a.window, p0 = a.p0;
+  const bool has_comp = a.comp.valid(), csa = has_comp && a.comp_index.valid();
+  if (H <= 0 || W <= 0 || p0 < 0 || a.q.ne[0] != H * d || a.o.ne[0] != H * d || a.o.ne[1] != n || a.kv.ne[1] != n ||
+      a.sinks.ne[0] < H || (p0 > 0 && (!a.ring.valid() || a.ring.ne[1] != W || a.ring.ne[0] != d)) ||
+      (has_comp && (a.comp.ne[0] != d || (!csa && a.ratio <= 0))) ||
+      (csa && (a.comp_index.ne[1] != n || a.comp_index.type != TensorType::kI32))) {
+    fail(invalid_argument("attention: shapes do not fit (q [" + std::to_string(a.q.ne[1]) + "][" +
+                          std::to_string(a.q.ne[0]) + "], kv [" + std::to_string(a.kv.ne[1]) + "][" +
+                          std::to_string(d) + "], " + std::to_string(H) + " heads, window " + std::to_string(W) + ")"));
+    return;
+  }
+  const int64_t cap = has_comp ? a.comp.ne[1] : 0;
+  // CSA entries beyond capacity are found on the device (no host read): that query's o is NaN.
+  if (has_comp && !csa && n > 0 && (p0 + n) / a.ratio > cap) {
+    fail(out_of_range("attention: " + std::to_string((p0 + n) / a.ratio) + " compressed entries beyond capacity " +
+                      std::to_string(cap)));
+    return;
+  }
+  if (n <= 0 || d <= 0) return;
+  AttnArgs k;
+  k.q = a.q.data;
+  k.q_nb = a.q.nb[1];
+  k.kv = a.kv.data;
+  k.kv_nb = a.kv.nb[1];
+  k.ring = a.ring.data;
+  k.ring_nb = a.ring.nb[1];
+  k.comp = a.comp.data;
+  k.comp_nb = a.comp.nb[1];
+  k.ci = csa ? a.comp_index.data : nullptr;
+  k.ci_nb = csa ? a.comp_index.nb[1] : 0;
+  k.ci_len = csa ? a.comp_index.ne[0] : 0;
+  k.sinks = static_cast<const float*>(a.sinks.data);
+  k.o = a.o.data;
+  k.o_nb = a.o.nb[1];
+  k.p0 = p0;
+  k.H = H;
+  k.d = d;
+  k.W = W;
+  k.ratio = a.ratio;
+  k.cap = cap;
+  k.scale = a.scale;
+  k.mode = csa ? 2 : has_comp ? 1 : 0;
+  const int64_t max_comp = csa ? k.ci_len : has_comp ? (p0 + n) / a.ratio : 0;
+  k.maxk = std::min(W, p0 + n) + max_comp;
+  // Scratch per pass of G queries: S [G][H][maxk], den [G][H], ncomp [G] (S within kScoreBudget);
+  // sized for the session's bounds on first use.
+  auto bytes_for = [](int64_t rows, int64_t heads, int64_t keys) {
+    return align256(rows * heads * keys * 4) + align256(rows * heads * 4) + align256(rows * 4);
+  };
+  const backend::StepBounds& b = bounds();
+  const int64_t G = group_rows(n, H * k.maxk * 4);
+  const int64_t hb = std::max(H, b.heads), kb = std::max(k.maxk, b.keys);
+  const int64_t bound = bytes_for(group_rows(std::max(n, b.tokens), hb * kb * 4), hb, kb);
+  char* base = static_cast<char*>(grow(attn_scratch, std::max(bytes_for(G, H, k.maxk), bound)));
+  if (base == nullptr) return;
+  k.S = reinterpret_cast<float*>(base);
+  k.den = reinterpret_cast<float*>(base + align256(G * H * k.maxk * 4));
+  k.ncomp = reinterpret_cast<int32_t*>(base + align256(G * H * k.maxk * 4) + align256(G * H * 4));
+  for (int64_t t0 = 0; t0 < n; t0 += G) {
+    k.t0 = t0;
+    k.n = std::min(G, n - t0);
+    attn_count_kernel<<<grid_for(k.n, 128), 128, 0, stream()>>>(k);
+    check_launch("attn_count_kernel");
+    attn_score_kernel<<<grid_for(k.n * k.maxk, kWarpsPerBlock), kThreads, 0, stream()>>>(k);
+    check_launch("attn_score_kernel");
+    attn_softmax_kernel<<<grid_for(k.n * H, kWarpsPerBlock), kThreads, 0, stream()>>>(k);
+    check_launch("attn_softmax_kernel");
+    attn_out_kernel<<<grid_for(k.n * H * d, kThreads), kThreads, 0, stream()>>>(k);
+    check_launch("attn_out_kernel");
+  }
+}
+
+void CudaBackend::kv_store(const Tensor& kv, int64_t p0, const Tensor& ring) {
+  const int64_t n = kv.ne[1], W = ring.ne[1], d = kv.ne[0];
+  if (ring.ne[0] != d || W <= 0 || p0 < 0) {
+    fail(invalid_argument("kv_store: kv [" + std::to_string(n) + "][" + std::to_string(d) + "], ring [" +
+                          std::to_string(W) + "][" + std::to_string(ring.ne[0]) + "] do not fit"));
+    return;
+  }
+  const int64_t first = std::max(p0, p0 + n - W), count = p0 + n - first;
+  if (count <= 0 || d <= 0) return;
+  kv_store_kernel<<<grid_for(count * d, kThreads), kThreads, 0, stream()>>>(kv.data, kv.nb[1], p0, first, count, d,
+                                                                            ring.data, ring.nb[1], W);
+  check_launch("kv_store_kernel");
+}
+
+}  // namespace dsv4::cuda
