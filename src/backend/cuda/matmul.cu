@@ -14,6 +14,7 @@
 #include "numerics/blocks.h"
 #include "numerics/hd.h"
 #include "numerics/quant_ref.h"
+#include "numerics/quant_ref_k.h"
 
 namespace dsv4::cuda {
 
@@ -81,6 +82,28 @@ struct TypeOps<TensorType::kQ8_0> {
     qref::dequantize_block_q8_0(reinterpret_cast<const BlockQ8_0*>(blk), out);
   }
 };
+template <>
+struct TypeOps<TensorType::kQ2_K> {
+  static constexpr ActFormat kAct = ActFormat::kQ8_K;
+  static constexpr int kBlock = 256, kBlockBytes = sizeof(BlockQ2_K);
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_q2_k(n, reinterpret_cast<const BlockQ2_K*>(w), reinterpret_cast<const BlockQ8_K*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) {
+    qref::dequantize_block_q2_k(reinterpret_cast<const BlockQ2_K*>(blk), out);
+  }
+};
+template <>
+struct TypeOps<TensorType::kQ4_K> {
+  static constexpr ActFormat kAct = ActFormat::kQ8_K;
+  static constexpr int kBlock = 256, kBlockBytes = sizeof(BlockQ4_K);
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_q4_k(n, reinterpret_cast<const BlockQ4_K*>(w), reinterpret_cast<const BlockQ8_K*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) {
+    qref::dequantize_block_q4_k(reinterpret_cast<const BlockQ4_K*>(blk), out);
+  }
+};
 
 // Calls f(TypeOps<T>{}) for a product type; returns false for a type without device kernels.
 template <typename F>
@@ -90,6 +113,8 @@ bool dispatch_type(TensorType type, F&& f) {
     case TensorType::kF16: f(TypeOps<TensorType::kF16>{}); return true;
     case TensorType::kBF16: f(TypeOps<TensorType::kBF16>{}); return true;
     case TensorType::kQ8_0: f(TypeOps<TensorType::kQ8_0>{}); return true;
+    case TensorType::kQ2_K: f(TypeOps<TensorType::kQ2_K>{}); return true;
+    case TensorType::kQ4_K: f(TypeOps<TensorType::kQ4_K>{}); return true;
     default: return false;
   }
 }
