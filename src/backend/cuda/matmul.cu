@@ -14,6 +14,7 @@
 #include "numerics/blocks.h"
 #include "numerics/hd.h"
 #include "numerics/quant_ref.h"
+#include "numerics/quant_ref_iq2_xxs.h"
 #include "numerics/quant_ref_k.h"
 
 namespace dsv4::cuda {
@@ -105,6 +106,34 @@ struct TypeOps<TensorType::kQ4_K> {
   }
 };
 
+// IQ2_XXS grid and sign tables in device global memory, statically initialised from
+// numerics/iq2_xxs_grid.h's constexpr arrays (part of the module image: no runtime copy, every device).
+struct Iq2xxsDeviceTables {
+  uint64_t grid[256];
+  uint8_t signs[128];
+};
+constexpr Iq2xxsDeviceTables make_iq2xxs_tables() {
+  Iq2xxsDeviceTables t{};
+  for (int i = 0; i < 256; ++i) t.grid[i] = qref::kIq2xxsGrid[i];
+  for (int i = 0; i < 128; ++i) t.signs[i] = qref::kIq2xxsSigns[i];
+  return t;
+}
+__device__ const Iq2xxsDeviceTables d_iq2xxs = make_iq2xxs_tables();
+
+template <>
+struct TypeOps<TensorType::kIQ2_XXS> {
+  static constexpr ActFormat kAct = ActFormat::kQ8_K;
+  static constexpr int kBlock = 256, kBlockBytes = sizeof(BlockIq2Xxs);
+  __device__ static qref::Iq2xxsTables tables() { return {d_iq2xxs.grid, d_iq2xxs.signs}; }
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_iq2_xxs(n, reinterpret_cast<const BlockIq2Xxs*>(w), reinterpret_cast<const BlockQ8_K*>(act),
+                                 tables());
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) {
+    qref::dequantize_block_iq2_xxs(reinterpret_cast<const BlockIq2Xxs*>(blk), out, tables());
+  }
+};
+
 // Calls f(TypeOps<T>{}) for a product type; returns false for a type without device kernels.
 template <typename F>
 bool dispatch_type(TensorType type, F&& f) {
@@ -115,6 +144,7 @@ bool dispatch_type(TensorType type, F&& f) {
     case TensorType::kQ8_0: f(TypeOps<TensorType::kQ8_0>{}); return true;
     case TensorType::kQ2_K: f(TypeOps<TensorType::kQ2_K>{}); return true;
     case TensorType::kQ4_K: f(TypeOps<TensorType::kQ4_K>{}); return true;
+    case TensorType::kIQ2_XXS: f(TypeOps<TensorType::kIQ2_XXS>{}); return true;
     default: return false;
   }
 }
