@@ -32,6 +32,7 @@
 #include "numerics/hd.h"
 #include "numerics/quant_ref_iq2_xxs.h"
 #include "numerics/quant_ref_k.h"
+#include "numerics/quant_ref_mxfp4.h"
 
 namespace dsv4::qref {
 

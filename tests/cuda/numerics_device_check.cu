@@ -89,6 +89,11 @@ __global__ void quant_ref_device_check(const float* x, const void* w, void* act,
   q::iq2_xxs_group_words(*iq2, i & 7, words);
   out += deq[i & 255] + q::dot_block_iq2_xxs(*iq2, *a8k, tables) + q::vec_dot_iq2_xxs(512, iq2, a8k, tables);
   out += static_cast<float>(words[0] ^ words[1]);
+
+  const auto* mx = static_cast<const dsv4::BlockMxfp4*>(w);
+  q::dequantize_block_mxfp4(mx, deq);
+  out += deq[i & 31] + q::dot_block_mxfp4(*mx, *a80) + q::vec_dot_mxfp4(64, mx, a80) +
+         static_cast<float>(q::mxfp4_value(static_cast<uint32_t>(i) & 15));
   y[i] = out;
 }
 

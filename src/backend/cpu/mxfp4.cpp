@@ -9,21 +9,15 @@
 
 #include "backend/cpu/mxfp4.h"
 #include "backend/cpu/quant.h"
-#include "numerics/accumulate.h"
+#include "numerics/quant_ref_mxfp4.h"
 
 namespace dsv4::cpu {
 namespace {
 
+// The arithmetic is numerics/quant_ref_mxfp4.h's (shared with CUDA), one block at a time.
 void mxfp4_dequantize_row(const void* src, float* dst, int64_t n) {
   const auto* blocks = static_cast<const BlockMxfp4*>(src);
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const BlockMxfp4& blk = blocks[b];
-    const float d = e8m0_half(blk.e);
-    for (int j = 0; j < 16; ++j) {
-      dst[32 * b + j] = d * static_cast<float>(kMxfp4Values[blk.qs[j] & 0x0f]);
-      dst[32 * b + j + 16] = d * static_cast<float>(kMxfp4Values[blk.qs[j] >> 4]);
-    }
-  }
+  for (int64_t b = 0; b < n / 32; ++b) qref::dequantize_block_mxfp4(blocks + b, dst + 32 * b);
 }
 
 float sanitize(float v) { return std::isfinite(v) ? v : 0.0f; }
@@ -89,22 +83,10 @@ void mxfp4_quantize_row(const float* src, void* dst, int64_t n, const float* imp
 
 }  // namespace
 
-// Order: see mxfp4.h (exact int32 block dot; v = (e8m0_half(e) * d_x) * (float)isum; partial[b % 32];
-// Partials32 tree).
+// Order: see mxfp4.h / numerics/quant_ref_mxfp4.h (exact int32 block dot; v = (e8m0_half(e) * d_x) *
+// (float)isum; partial[b % 32]; Partials32 tree). The scalar reference is the shared function.
 float mxfp4_vec_dot_scalar(int64_t n, const void* w, const void* act) {
-  const auto* wb = static_cast<const BlockMxfp4*>(w);
-  const auto* xb = static_cast<const BlockQ8_0Act*>(act);
-  Partials32 acc;
-  for (int64_t b = 0; b < n / 32; ++b) {
-    int32_t isum = 0;
-    for (int j = 0; j < 16; ++j) {
-      isum += kMxfp4Values[wb[b].qs[j] & 0x0f] * xb[b].qs[j];
-      isum += kMxfp4Values[wb[b].qs[j] >> 4] * xb[b].qs[j + 16];
-    }
-    const float v = (e8m0_half(wb[b].e) * xb[b].d) * static_cast<float>(isum);
-    acc.add(b, v);
-  }
-  return acc.reduce();
+  return qref::vec_dot_mxfp4(n, static_cast<const BlockMxfp4*>(w), static_cast<const BlockQ8_0Act*>(act));
 }
 
 std::span<const TypeKernels> mxfp4_type_kernels() {

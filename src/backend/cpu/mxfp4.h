@@ -16,10 +16,18 @@
 #include <cstdint>
 
 #include "numerics/blocks.h"
+#include "numerics/quant_ref_mxfp4.h"
 
 namespace dsv4::cpu {
 
 inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// The shared reference (numerics/quant_ref_mxfp4.h) computes the same values without a table.
+constexpr bool mxfp4_values_match() {
+  for (uint32_t k = 0; k < 16; ++k)
+    if (qref::mxfp4_value(k) != kMxfp4Values[k]) return false;
+  return true;
+}
+static_assert(mxfp4_values_match());
 
 float mxfp4_vec_dot_scalar(int64_t n, const void* w, const void* act);
 float mxfp4_vec_dot_avx2(int64_t n, const void* w, const void* act);
