@@ -46,7 +46,9 @@ DSV4_HD bool is_finite(float x) { return (hd::f32_bits(x) & 0x7f800000u) != 0x7f
 DSV4_HD float finite_or_zero(float x) { return is_finite(x) ? x : 0.0f; }
 // C fmax/fmin: a NaN operand yields the other operand (both NaN: NaN); otherwise the larger/smaller.
 // (The sign of an equal pair of zeros is whichever the comparison picks; every use below feeds a
-// non-negative maximum or an integer conversion, where it cannot matter.)
+// non-negative maximum or an integer conversion, where it cannot matter. A signaling NaN operand is
+// treated like a quiet one — glibc would return NaN — but the operands here are arithmetic results,
+// which are never signaling.)
 DSV4_HD float fmax_c(float a, float b) {
   if (a != a) return b;
   if (b != b) return a;
