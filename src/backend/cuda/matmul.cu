@@ -16,6 +16,7 @@
 #include "numerics/quant_ref.h"
 #include "numerics/quant_ref_iq2_xxs.h"
 #include "numerics/quant_ref_k.h"
+#include "numerics/quant_ref_mxfp4.h"
 
 namespace dsv4::cuda {
 
@@ -105,6 +106,17 @@ struct TypeOps<TensorType::kQ4_K> {
     qref::dequantize_block_q4_k(reinterpret_cast<const BlockQ4_K*>(blk), out);
   }
 };
+template <>
+struct TypeOps<TensorType::kMXFP4> {
+  static constexpr ActFormat kAct = ActFormat::kQ8_0;
+  static constexpr int kBlock = 32, kBlockBytes = sizeof(BlockMxfp4);
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_mxfp4(n, reinterpret_cast<const BlockMxfp4*>(w), reinterpret_cast<const BlockQ8_0Act*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) {
+    qref::dequantize_block_mxfp4(reinterpret_cast<const BlockMxfp4*>(blk), out);
+  }
+};
 
 // IQ2_XXS grid and sign tables in device global memory, statically initialised from
 // numerics/iq2_xxs_grid.h's constexpr arrays (part of the module image: no runtime copy, every device).
@@ -145,6 +157,7 @@ bool dispatch_type(TensorType type, F&& f) {
     case TensorType::kQ2_K: f(TypeOps<TensorType::kQ2_K>{}); return true;
     case TensorType::kQ4_K: f(TypeOps<TensorType::kQ4_K>{}); return true;
     case TensorType::kIQ2_XXS: f(TypeOps<TensorType::kIQ2_XXS>{}); return true;
+    case TensorType::kMXFP4: f(TypeOps<TensorType::kMXFP4>{}); return true;
     default: return false;
   }
 }
@@ -221,6 +234,18 @@ __global__ void embed_kernel(const uint8_t* table, int64_t row_bytes, int64_t vo
   float* dst = out + t * out_stride + b * Ops::kBlock;
   for (int64_t c = 0; c < copies; ++c)
     for (int j = 0; j < Ops::kBlock; ++j) dst[c * D + j] = v[j];
+}
+
+// dst row r (n floats at dst + r·n) = dequantized row r of src (rows row_bytes apart).
+template <typename Ops>
+__global__ void dequantize_rows_kernel(const uint8_t* src, int64_t row_bytes, int64_t n, int64_t rows, float* dst) {
+  const int64_t per_row = n / Ops::kBlock;
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= rows * per_row) return;
+  const int64_t r = i / per_row, b = i % per_row;
+  float v[Ops::kBlock];
+  Ops::dequant_block(src + r * row_bytes + b * Ops::kBlockBytes, v);
+  for (int j = 0; j < Ops::kBlock; ++j) dst[r * n + b * Ops::kBlock + j] = v[j];
 }
 
 struct I32Ops {
@@ -305,6 +330,32 @@ void enqueue_product(CudaBackend& be, const ProductArgs& a) {
     return;
   }
   be.check_launch("product_kernel");
+}
+
+void enqueue_dequantize_rows(CudaBackend& be, TensorType type, const void* src, int64_t row_bytes, int64_t n,
+                             int64_t rows, float* dst) {
+  if (!embed_supported(type)) {
+    be.fail(unsupported("dequantize: no CUDA kernels for tensor type " + std::string(tensor_type_name(type))));
+    return;
+  }
+  if (type != TensorType::kI32 && tensor_row_bytes(type, n) < 0) {
+    be.fail(invalid_argument("dequantize: row length " + std::to_string(n) + " is not a multiple of the " +
+                             std::string(tensor_type_name(type)) + " block size"));
+    return;
+  }
+  if (rows <= 0 || n <= 0) return;
+  auto launch = [&](auto ops) {
+    using Ops = decltype(ops);
+    const int64_t items = rows * (n / Ops::kBlock);
+    dequantize_rows_kernel<Ops><<<static_cast<unsigned>(blocks_for(items, kThreads)), kThreads, 0, be.stream()>>>(
+        static_cast<const uint8_t*>(src), row_bytes, n, rows, dst);
+  };
+  if (type == TensorType::kI32) {
+    launch(I32Ops{});
+  } else {
+    dispatch_type(type, launch);
+  }
+  be.check_launch("dequantize_rows_kernel");
 }
 
 // --- CudaBackend ops --------------------------------------------------------------------------------------

@@ -63,6 +63,12 @@ struct ProductArgs {
 };
 void enqueue_product(CudaBackend& be, const ProductArgs& a);
 
+// dst row r (n floats at dst + r·n) = row r of a device weight of `type` (rows row_bytes apart)
+// dequantized as the CPU's dequantize_row (quant_ref.h's block dequantizers; I32 converted to float);
+// one thread per weight block. For load_weight_f32 of quantized parameters.
+void enqueue_dequantize_rows(CudaBackend& be, TensorType type, const void* src, int64_t row_bytes, int64_t n,
+                             int64_t rows, float* dst);
+
 // Rounds a byte count up to 256 (carving several regions out of one scratch allocation).
 inline int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
