@@ -16,6 +16,10 @@
 
 #include "backend/cuda/cuda_backend.cuh"
 #include "numerics/half.h"
+#include "numerics/quant_ref.h"
+#include "numerics/quant_ref_iq2_xxs.h"
+#include "numerics/quant_ref_k.h"
+#include "numerics/quant_ref_mxfp4.h"
 
 namespace dsv4::cuda {
 
@@ -94,6 +98,17 @@ std::string dims(const Tensor& t) {
 }
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// A row of n elements of quant blocks dequantized with the shared scalar reference (each block copied
+// out first: a mapping's blocks need not be aligned as their struct).
+template <typename Block, int kElems, typename F>
+void dequantize_row(const uint8_t* src, float* out, int64_t n, F dequantize_block) {
+  for (int64_t b = 0; b < n / kElems; ++b) {
+    Block blk;
+    std::memcpy(&blk, src + b * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
+    dequantize_block(&blk, out + b * kElems);
+  }
+}
 
 }  // namespace
 
@@ -310,9 +325,25 @@ Result<Tensor> CudaBackend::load_weight_f32(const Tensor& host, std::vector<back
           out[i] = host.type == TensorType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
         }
         break;
+      case TensorType::kQ8_0:
+        dequantize_row<BlockQ8_0, 32>(src, out, n, [](const BlockQ8_0* b, float* o) { qref::dequantize_block_q8_0(b, o); });
+        break;
+      case TensorType::kQ2_K:
+        dequantize_row<BlockQ2_K, 256>(src, out, n, [](const BlockQ2_K* b, float* o) { qref::dequantize_block_q2_k(b, o); });
+        break;
+      case TensorType::kQ4_K:
+        dequantize_row<BlockQ4_K, 256>(src, out, n, [](const BlockQ4_K* b, float* o) { qref::dequantize_block_q4_k(b, o); });
+        break;
+      case TensorType::kIQ2_XXS:
+        dequantize_row<BlockIq2Xxs, 256>(src, out, n, [](const BlockIq2Xxs* b, float* o) {
+          qref::dequantize_block_iq2_xxs(b, o, qref::kIq2xxsHostTables);
+        });
+        break;
+      case TensorType::kMXFP4:
+        dequantize_row<BlockMxfp4, 32>(src, out, n, [](const BlockMxfp4* b, float* o) { qref::dequantize_block_mxfp4(b, o); });
+        break;
       default:
-        return unsupported("cuda backend: load_weight_f32 of tensor type " + std::string(tensor_type_name(host.type)) +
-                           " (small parameters are f32, f16, bf16 or i32)");
+        return unsupported("cuda backend: load_weight_f32 of tensor type " + std::string(tensor_type_name(host.type)));
     }
   }
   const int64_t bytes = rows * n * static_cast<int64_t>(sizeof(float));
