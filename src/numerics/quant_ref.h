@@ -14,6 +14,7 @@
 //   K-quants        numerics/quant_ref_k.h (Q2_K, Q4_K with BlockQ8_K activations)
 //   IQ2_XXS         numerics/quant_ref_iq2_xxs.h (grid/sign tables passed in: numerics/iq2_xxs_grid.h)
 //   MXFP4           numerics/quant_ref_mxfp4.h (BlockQ8_0Act activations)
+//   ROCmFPx         numerics/quant_ref_rocmfpx.h (types 100-107, templates on the type id; BlockQ8_0Act)
 //
 // Row dots: every quantized type has dot_block_<type>(w_block, act_block) = v_b, the scaled float
 // contribution of block b (exact integer dot, then a fixed sequence of f32 multiplies/subtracts), and
@@ -33,6 +34,7 @@
 #include "numerics/quant_ref_iq2_xxs.h"
 #include "numerics/quant_ref_k.h"
 #include "numerics/quant_ref_mxfp4.h"
+#include "numerics/quant_ref_rocmfpx.h"
 
 namespace dsv4::qref {
 

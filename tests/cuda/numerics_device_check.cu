@@ -52,6 +52,17 @@ __global__ void numerics_device_check(const float* x, float* y, double* yd, uint
   y[i] = out;
 }
 
+// Every ROCmFPx template of numerics/quant_ref_rocmfpx.h for one type id.
+template <int kType>
+__device__ float rocmfpx_check(const uint8_t* w, const dsv4::BlockQ8_0Act& a, float* deq, int i) {
+  namespace q = dsv4::qref;
+  int8_t lv[32];
+  q::rocmfpx_block_levels<kType>(w, lv);
+  q::dequantize_block_rocmfpx<kType>(w, deq);
+  return deq[i & 31] + lv[i & 31] + q::dot_block_rocmfpx<kType>(w, a) + q::vec_dot_rocmfpx<kType>(64, w, &a) +
+         static_cast<float>(q::rocmfpx_block_bytes<kType>()) + (q::rocmfpx_two_scales<kType>() ? 1.0f : 0.0f);
+}
+
 // numerics/quant_ref.h: every qref:: function, called from device code.
 __global__ void quant_ref_device_check(const float* x, const void* w, void* act, float* y, const uint64_t* grid,
                                        const uint8_t* signs) {
@@ -94,6 +105,14 @@ __global__ void quant_ref_device_check(const float* x, const void* w, void* act,
   q::dequantize_block_mxfp4(mx, deq);
   out += deq[i & 31] + q::dot_block_mxfp4(*mx, *a80) + q::vec_dot_mxfp4(64, mx, a80) +
          static_cast<float>(q::mxfp4_value(static_cast<uint32_t>(i) & 15));
+
+  const auto* rb = static_cast<const uint8_t*>(w);
+  out += q::ue4m3_decode(rb[i]) + static_cast<float>(q::rocmfpx_get_bits(rb, i, 3));
+  out += static_cast<float>(q::rocmfpx_fp4_level(i) + q::rocmfpx_fp3_level(i) + q::rocmfpx_fp2_level(i) +
+                            q::rocmfpx_fp6_level(i));
+  out += rocmfpx_check<100>(rb, *a80, deq, i) + rocmfpx_check<101>(rb, *a80, deq, i) +
+         rocmfpx_check<102>(rb, *a80, deq, i) + rocmfpx_check<103>(rb, *a80, deq, i) +
+         rocmfpx_check<104>(rb, *a80, deq, i) + rocmfpx_check<107>(rb, *a80, deq, i);
   y[i] = out;
 }
 

@@ -2,6 +2,7 @@
 // with the same functions on the host, bit for bit (NaN counts as equal to NaN): the activation
 // quantizers, every type's row dot and one-block dequantizer. Needs a GPU, so it is not a ctest; build
 // and run by hand:
+// (ROCmFPx types 100-107 included.)
 //   nvcc -std=c++20 -arch=sm_90 -fmad=false -Isrc tests/cuda/quant_ref_device_bits.cu -o qref_bits && ./qref_bits
 // Exit status 0 = identical everywhere.
 #include <cstdint>
@@ -19,8 +20,9 @@ namespace {
 constexpr int kRows = 64;
 constexpr int64_t kN = 8192;  // 256 Q8_0 blocks / 32 super-blocks per row: 8 / 1 rounds of the 32 partials
 
-enum Kind { kF32, kF16, kBF16, kQ8_0, kQ2_K, kQ4_K, kIQ2_XXS, kMXFP4, kKinds };
-const char* const kNames[kKinds] = {"F32", "F16", "BF16", "Q8_0", "Q2_K", "Q4_K", "IQ2_XXS", "MXFP4"};
+enum Kind { kF32, kF16, kBF16, kQ8_0, kQ2_K, kQ4_K, kIQ2_XXS, kMXFP4, kR100, kR101, kR102, kR103, kR104, kR107, kKinds };
+const char* const kNames[kKinds] = {"F32", "F16", "BF16", "Q8_0", "Q2_K", "Q4_K", "IQ2_XXS", "MXFP4",
+                                    "FPX100", "FPX101", "FPX102", "FPX103", "FPX104", "FPX107"};
 // Bytes of one row of kN elements.
 int64_t row_bytes(int k) {
   switch (k) {
@@ -30,7 +32,13 @@ int64_t row_bytes(int k) {
     case kQ2_K: return kN / 256 * sizeof(dsv4::BlockQ2_K);
     case kQ4_K: return kN / 256 * sizeof(dsv4::BlockQ4_K);
     case kIQ2_XXS: return kN / 256 * sizeof(dsv4::BlockIq2Xxs);
-    default: return kN / 32 * sizeof(dsv4::BlockMxfp4);
+    case kMXFP4: return kN / 32 * sizeof(dsv4::BlockMxfp4);
+    case kR100: return kN / 32 * q::rocmfpx_block_bytes<100>();
+    case kR101: return kN / 32 * q::rocmfpx_block_bytes<101>();
+    case kR102: return kN / 32 * q::rocmfpx_block_bytes<102>();
+    case kR103: return kN / 32 * q::rocmfpx_block_bytes<103>();
+    case kR104: return kN / 32 * q::rocmfpx_block_bytes<104>();
+    default: return kN / 32 * q::rocmfpx_block_bytes<107>();
   }
 }
 int block_elems(int k) { return k == kQ2_K || k == kQ4_K || k == kIQ2_XXS ? 256 : 32; }
@@ -46,7 +54,13 @@ __host__ __device__ float row_dot(int k, const uint8_t* w, const float* xf, cons
     case kQ2_K: return q::vec_dot_q2_k(kN, reinterpret_cast<const dsv4::BlockQ2_K*>(w), ak);
     case kQ4_K: return q::vec_dot_q4_k(kN, reinterpret_cast<const dsv4::BlockQ4_K*>(w), ak);
     case kIQ2_XXS: return q::vec_dot_iq2_xxs(kN, reinterpret_cast<const dsv4::BlockIq2Xxs*>(w), ak, t);
-    default: return q::vec_dot_mxfp4(kN, reinterpret_cast<const dsv4::BlockMxfp4*>(w), a0);
+    case kMXFP4: return q::vec_dot_mxfp4(kN, reinterpret_cast<const dsv4::BlockMxfp4*>(w), a0);
+    case kR100: return q::vec_dot_rocmfpx<100>(kN, w, a0);
+    case kR101: return q::vec_dot_rocmfpx<101>(kN, w, a0);
+    case kR102: return q::vec_dot_rocmfpx<102>(kN, w, a0);
+    case kR103: return q::vec_dot_rocmfpx<103>(kN, w, a0);
+    case kR104: return q::vec_dot_rocmfpx<104>(kN, w, a0);
+    default: return q::vec_dot_rocmfpx<107>(kN, w, a0);
   }
 }
 
@@ -60,7 +74,13 @@ __host__ __device__ void dequant_block(int k, const uint8_t* blk, float* out, co
     case kQ2_K: q::dequantize_block_q2_k(reinterpret_cast<const dsv4::BlockQ2_K*>(blk), out); break;
     case kQ4_K: q::dequantize_block_q4_k(reinterpret_cast<const dsv4::BlockQ4_K*>(blk), out); break;
     case kIQ2_XXS: q::dequantize_block_iq2_xxs(reinterpret_cast<const dsv4::BlockIq2Xxs*>(blk), out, t); break;
-    default: q::dequantize_block_mxfp4(reinterpret_cast<const dsv4::BlockMxfp4*>(blk), out); break;
+    case kMXFP4: q::dequantize_block_mxfp4(reinterpret_cast<const dsv4::BlockMxfp4*>(blk), out); break;
+    case kR100: q::dequantize_block_rocmfpx<100>(blk, out); break;
+    case kR101: q::dequantize_block_rocmfpx<101>(blk, out); break;
+    case kR102: q::dequantize_block_rocmfpx<102>(blk, out); break;
+    case kR103: q::dequantize_block_rocmfpx<103>(blk, out); break;
+    case kR104: q::dequantize_block_rocmfpx<104>(blk, out); break;
+    default: q::dequantize_block_rocmfpx<107>(blk, out); break;
   }
 }
 
@@ -173,6 +193,10 @@ int main() {
       if (k == kMXFP4)
         for (int64_t b = 0; b < rb * kRows / bb; ++b)
           if (rng() % 8 != 0) w[b * bb] = static_cast<uint8_t>(110 + rng() % 30);
+      if (k >= kR100)  // scale bytes: mostly valid (<= 0x7E), some invalid (decode to 0)
+        for (int64_t b = 0; b < rb * kRows / bb; ++b)
+          for (int64_t j = (k == kR101 || k == kR103) ? bb - 1 : bb - 2; j < bb; ++j)
+            if (rng() % 8 != 0) w[b * bb + j] = static_cast<uint8_t>(rng() % 0x7f);
       uint8_t* dw = to_device<uint8_t>(w.data(), w.size());
       float* dout = nullptr;
       CK(cudaMalloc(&dout, kRows * 4));

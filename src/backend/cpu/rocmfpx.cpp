@@ -18,10 +18,9 @@
 #include "backend/cpu/rocmfpx.h"
 
 #include <array>
-#include <cstring>
 
 #include "backend/cpu/quant.h"
-#include "numerics/accumulate.h"
+#include "numerics/quant_ref_rocmfpx.h"
 
 namespace dsv4::cpu {
 namespace rocmfpx {
@@ -34,102 +33,56 @@ constexpr std::array<float, 256> make_table() {
 }
 constexpr std::array<float, 256> kTable = make_table();
 
-// Reads `bits` bits at bit offset `pos` of an LSB-first bitstream.
-inline uint32_t get_bits(const uint8_t* qs, int pos, int bits) {
-  const int byte = pos >> 3;
-  uint32_t v = qs[byte];
-  if ((pos & 7) + bits > 8) v |= static_cast<uint32_t>(qs[byte + 1]) << 8;
-  return (v >> (pos & 7)) & ((1u << bits) - 1u);
-}
-
-// The 32 signed levels of one block, per type.
-void levels_fp4(const uint8_t* blk, int8_t* lv) {
-  for (int j = 0; j < 16; ++j) {
-    lv[j] = kFp4Level[blk[j] & 15];
-    lv[j + 16] = kFp4Level[blk[j] >> 4];
-  }
-}
-void levels_fp6(const uint8_t* blk, int8_t* lv) {
-  for (int i = 0; i < 32; ++i) {
-    const uint32_t c = get_bits(blk, 6 * i, 6);
-    const int mag = static_cast<int>(c & 31u);
-    lv[i] = static_cast<int8_t>((c & 32u) ? -mag : mag);
-  }
-}
-void levels_fp8(const uint8_t* blk, int8_t* lv) { std::memcpy(lv, blk, 32); }
-void levels_fp3(const uint8_t* blk, int8_t* lv) {
-  for (int i = 0; i < 32; ++i) lv[i] = kFp3Level[get_bits(blk, 3 * i, 3)];
-}
-void levels_fp2(const uint8_t* blk, int8_t* lv) {
-  for (int i = 0; i < 32; ++i) lv[i] = kFp2Level[(blk[i >> 2] >> (2 * (i & 3))) & 3];
-}
-
-using LevelsFn = void (*)(const uint8_t*, int8_t*);
-
-// Dequantize: x = level * scale (one f32 multiply; exact, levels are small integers).
-template <LevelsFn kLevels, int64_t kBytes, bool kTwoScales>
+// Dequantize (x = level * scale, one exact f32 multiply) and the scalar reference dot (order: see the
+// file comment): numerics/quant_ref_rocmfpx.h's, shared with CUDA.
+template <int kType>
 void dequantize(const void* src, float* dst, int64_t n) {
+  constexpr int64_t kBytes = qref::rocmfpx_block_bytes<kType>();
   const auto* p = static_cast<const uint8_t*>(src);
-  for (int64_t b = 0; b < n / kBlock; ++b, p += kBytes, dst += kBlock) {
-    int8_t lv[32];
-    kLevels(p, lv);
-    const float s0 = kTable[kTwoScales ? p[kBytes - 2] : p[kBytes - 1]];
-    const float s1 = kTable[p[kBytes - 1]];
-    for (int i = 0; i < 32; ++i) dst[i] = static_cast<float>(lv[i]) * (i < 16 ? s0 : s1);
-  }
+  for (int64_t b = 0; b < n / kBlock; ++b) qref::dequantize_block_rocmfpx<kType>(p + b * kBytes, dst + b * kBlock);
 }
 
-// Scalar reference dot (order: see the file comment).
-template <LevelsFn kLevels, int64_t kBytes, bool kTwoScales>
+template <int kType>
 float vec_dot(int64_t n, const void* w, const void* act) {
-  const auto* p = static_cast<const uint8_t*>(w);
-  const auto* a = static_cast<const BlockQ8_0Act*>(act);
-  Partials32 acc;
-  for (int64_t b = 0; b < n / kBlock; ++b, p += kBytes) {
-    int8_t lv[32];
-    kLevels(p, lv);
-    int32_t isum0 = 0;
-    int32_t isum1 = 0;
-    for (int i = 0; i < 16; ++i) isum0 += static_cast<int32_t>(lv[i]) * a[b].qs[i];
-    for (int i = 16; i < 32; ++i) isum1 += static_cast<int32_t>(lv[i]) * a[b].qs[i];
-    const float dx = a[b].d;
-    float v;
-    if constexpr (kTwoScales) {
-      const float s0 = kTable[p[kBytes - 2]];
-      const float s1 = kTable[p[kBytes - 1]];
-      const float t0 = s0 * static_cast<float>(isum0);
-      const float t1 = s1 * static_cast<float>(isum1);
-      v = dx * (t0 + t1);
-    } else {
-      const float s = kTable[p[kBytes - 1]];
-      v = (s * dx) * static_cast<float>(isum0 + isum1);
-    }
-    acc.add(b, v);
-  }
-  return acc.reduce();
+  return qref::vec_dot_rocmfpx<kType>(n, w, static_cast<const BlockQ8_0Act*>(act));
 }
+
+// The shared block sizes and level formulas equal this room's constants and tables.
+static_assert(qref::rocmfpx_block_bytes<100>() == kBytes100 && qref::rocmfpx_block_bytes<101>() == kBytes101 &&
+              qref::rocmfpx_block_bytes<102>() == kBytes102 && qref::rocmfpx_block_bytes<103>() == kBytes103 &&
+              qref::rocmfpx_block_bytes<104>() == kBytes104 && qref::rocmfpx_block_bytes<107>() == kBytes107);
+constexpr bool levels_match() {
+  for (uint32_t c = 0; c < 16; ++c)
+    if (qref::rocmfpx_fp4_level(c) != kFp4Level[c]) return false;
+  for (uint32_t c = 0; c < 8; ++c)
+    if (qref::rocmfpx_fp3_level(c) != kFp3Level[c]) return false;
+  for (uint32_t c = 0; c < 4; ++c)
+    if (qref::rocmfpx_fp2_level(c) != kFp2Level[c]) return false;
+  return true;
+}
+static_assert(levels_match());
 
 }  // namespace
 
 const float* ue4m3_table() { return kTable.data(); }
 
 float vec_dot_100_scalar(int64_t n, const void* w, const void* act) {
-  return vec_dot<levels_fp4, kBytes100, true>(n, w, act);
+  return vec_dot<100>(n, w, act);
 }
 float vec_dot_101_scalar(int64_t n, const void* w, const void* act) {
-  return vec_dot<levels_fp4, kBytes101, false>(n, w, act);
+  return vec_dot<101>(n, w, act);
 }
 float vec_dot_102_scalar(int64_t n, const void* w, const void* act) {
-  return vec_dot<levels_fp6, kBytes102, true>(n, w, act);
+  return vec_dot<102>(n, w, act);
 }
 float vec_dot_103_scalar(int64_t n, const void* w, const void* act) {
-  return vec_dot<levels_fp8, kBytes103, false>(n, w, act);
+  return vec_dot<103>(n, w, act);
 }
 float vec_dot_104_scalar(int64_t n, const void* w, const void* act) {
-  return vec_dot<levels_fp3, kBytes104, true>(n, w, act);
+  return vec_dot<104>(n, w, act);
 }
 float vec_dot_107_scalar(int64_t n, const void* w, const void* act) {
-  return vec_dot<levels_fp2, kBytes107, true>(n, w, act);
+  return vec_dot<107>(n, w, act);
 }
 
 }  // namespace rocmfpx
@@ -156,19 +109,19 @@ constexpr TypeKernels make(TensorType t, DequantizeRowFn dq, QuantizeRowFn q, Ve
 }
 
 const TypeKernels kKernels[6] = {
-    make(TensorType::kQ4_0_ROCMFP4, dequantize<levels_fp4, kBytes100, true>, quantize_row_100,
+    make(TensorType::kQ4_0_ROCMFP4, dequantize<100>, quantize_row_100,
          vec_dot_100_scalar, vec_dot_100_avx2, vec_dot_100_avx512),
-    make(TensorType::kQ4_0_ROCMFP4_FAST, dequantize<levels_fp4, kBytes101, false>, quantize_row_101,
+    make(TensorType::kQ4_0_ROCMFP4_FAST, dequantize<101>, quantize_row_101,
          vec_dot_101_scalar, vec_dot_101_avx2, vec_dot_101_avx512, vec_dot_rows_101_avx512,
          vec_dot_101_avx512vbmi, vec_dot_rows_101_avx512vbmi),
-    make(TensorType::kQ6_0_ROCMFPX, dequantize<levels_fp6, kBytes102, true>, quantize_row_102,
+    make(TensorType::kQ6_0_ROCMFPX, dequantize<102>, quantize_row_102,
          vec_dot_102_scalar, vec_dot_102_avx2, vec_dot_102_avx512),
-    make(TensorType::kQ8_0_ROCMFPX, dequantize<levels_fp8, kBytes103, false>, quantize_row_103,
+    make(TensorType::kQ8_0_ROCMFPX, dequantize<103>, quantize_row_103,
          vec_dot_103_scalar, vec_dot_103_avx2, vec_dot_103_avx512),
-    make(TensorType::kQ3_0_ROCMFPX, dequantize<levels_fp3, kBytes104, true>, quantize_row_104,
+    make(TensorType::kQ3_0_ROCMFPX, dequantize<104>, quantize_row_104,
          vec_dot_104_scalar, vec_dot_104_avx2, vec_dot_104_avx512, vec_dot_rows_104_avx512,
          vec_dot_104_avx512vbmi, vec_dot_rows_104_avx512vbmi),
-    make(TensorType::kQ2_0_ROCMFP2, dequantize<levels_fp2, kBytes107, true>, quantize_row_107,
+    make(TensorType::kQ2_0_ROCMFP2, dequantize<107>, quantize_row_107,
          vec_dot_107_scalar, vec_dot_107_avx2, vec_dot_107_avx512, vec_dot_rows_107_avx512,
          vec_dot_107_avx512vbmi, vec_dot_rows_107_avx512vbmi),
 };

@@ -18,6 +18,8 @@
 
 #include <cstdint>
 
+#include "numerics/quant_ref_rocmfpx.h"
+
 namespace dsv4::cpu::rocmfpx {
 
 inline constexpr int64_t kBlock = 32;
@@ -30,23 +32,8 @@ inline constexpr int64_t kBytes103 = 33;
 inline constexpr int64_t kBytes104 = 14;
 inline constexpr int64_t kBytes107 = 10;
 
-// The UE4M3 decode, computed by the formula (exact: powers of two times small integers).
-constexpr float ue4m3_decode(uint8_t e) {
-  if (e > 0x7E) return 0.0f;
-  const int E = e >> 3;
-  const int M = e & 7;
-  float p = 1.0f;
-  if (E == 0) {
-    for (int i = 0; i < 10; ++i) p *= 0.5f;
-    return static_cast<float>(M) * p;
-  }
-  const int ex = E - 11;  // -10 .. 4
-  if (ex < 0)
-    for (int i = 0; i < -ex; ++i) p *= 0.5f;
-  else
-    for (int i = 0; i < ex; ++i) p *= 2.0f;
-  return static_cast<float>(8 + M) * p;
-}
+// The UE4M3 decode, computed by the formula (numerics/quant_ref_rocmfpx.h, shared with CUDA).
+constexpr float ue4m3_decode(uint8_t e) { return qref::ue4m3_decode(e); }
 
 // 256-entry decode table (index = scale byte).
 const float* ue4m3_table();
