@@ -155,8 +155,8 @@ if [ $do_ctest -eq 1 ]; then
       Skipped)
         why=$(grep -m1 -E "^$num: SKIPPED(:| \(no CUDA\):) " "$BUILD/ctest-cuda.log" | sed -E "s/^$num: SKIPPED(:| \(no CUDA\):) //")
         # A GPU is there but the test did not use it: that is a failure, not a skip.
-        if [ "${devices:-0}" -gt 0 ]; then row "$name" "FAIL (skipped: ${why:0:40})" "$time"
-        else row "$name" "SKIPPED (${why:0:40})" "$time"; fi ;;
+        if [ "${devices:-0}" -gt 0 ]; then row "$name" "FAIL (skipped: ${why:0:48})" "$time"
+        else row "$name" "SKIPPED (${why:0:48})" "$time"; fi ;;
       *) row "$name" "FAIL ($status)" "$time" ;;
     esac
   done < <(awk '/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: / {
