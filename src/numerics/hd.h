@@ -48,4 +48,13 @@ DSV4_HD uint64_t f64_bits(double d) { uint64_t u; std::memcpy(&u, &d, 8); return
 DSV4_HD double f64_from_bits(uint64_t u) { double d; std::memcpy(&d, &u, 8); return d; }
 #endif
 
+// A copy of the object at p, which may be less aligned than T requires (GGUF data and test buffers
+// only guarantee byte alignment for quant blocks): a byte copy, never a misaligned load.
+template <typename T>
+DSV4_HD T load_unaligned(const T* p) {
+  T v;
+  std::memcpy(&v, static_cast<const void*>(p), sizeof(T));
+  return v;
+}
+
 }  // namespace dsv4::hd

@@ -185,7 +185,7 @@ DSV4_HD float dot_block_q8_0(const BlockQ8_0& w, const BlockQ8_0Act& a) {
 // then Partials32::reduce().
 DSV4_HD float vec_dot_q8_0(int64_t n, const BlockQ8_0* w, const BlockQ8_0Act* x) {
   Partials32 acc;
-  for (int64_t b = 0; b < n / 32; ++b) acc.add(b, dot_block_q8_0(w[b], x[b]));
+  for (int64_t b = 0; b < n / 32; ++b) acc.add(b, dot_block_q8_0(hd::load_unaligned(w + b), x[b]));
   return acc.reduce();
 }
 

@@ -82,7 +82,7 @@ DSV4_HD float dot_block_iq2_xxs(const BlockIq2Xxs& w, const BlockQ8_K& a, const 
 // ascending, then Partials32::reduce().
 DSV4_HD float vec_dot_iq2_xxs(int64_t n, const BlockIq2Xxs* w, const BlockQ8_K* x, const Iq2xxsTables& t) {
   Partials32 acc;
-  for (int64_t b = 0; b < n / 256; ++b) acc.add(b, dot_block_iq2_xxs(w[b], x[b], t));
+  for (int64_t b = 0; b < n / 256; ++b) acc.add(b, dot_block_iq2_xxs(hd::load_unaligned(w + b), x[b], t));
   return acc.reduce();
 }
 

@@ -55,7 +55,7 @@ DSV4_HD float dot_block_q2_k(const BlockQ2_K& w, const BlockQ8_K& a) {
 // Partials32::reduce().
 DSV4_HD float vec_dot_q2_k(int64_t n, const BlockQ2_K* w, const BlockQ8_K* x) {
   Partials32 acc;
-  for (int64_t b = 0; b < n / 256; ++b) acc.add(b, dot_block_q2_k(w[b], x[b]));
+  for (int64_t b = 0; b < n / 256; ++b) acc.add(b, dot_block_q2_k(hd::load_unaligned(w + b), x[b]));
   return acc.reduce();
 }
 
@@ -115,7 +115,7 @@ DSV4_HD float dot_block_q4_k(const BlockQ4_K& w, const BlockQ8_K& a) {
 // Partials32::reduce().
 DSV4_HD float vec_dot_q4_k(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
   Partials32 acc;
-  for (int64_t b = 0; b < n / 256; ++b) acc.add(b, dot_block_q4_k(w[b], x[b]));
+  for (int64_t b = 0; b < n / 256; ++b) acc.add(b, dot_block_q4_k(hd::load_unaligned(w + b), x[b]));
   return acc.reduce();
 }
 

@@ -47,7 +47,7 @@ DSV4_HD float dot_block_mxfp4(const BlockMxfp4& w, const BlockQ8_0Act& a) {
 // Partials32::reduce().
 DSV4_HD float vec_dot_mxfp4(int64_t n, const BlockMxfp4* w, const BlockQ8_0Act* x) {
   Partials32 acc;
-  for (int64_t b = 0; b < n / 32; ++b) acc.add(b, dot_block_mxfp4(w[b], x[b]));
+  for (int64_t b = 0; b < n / 32; ++b) acc.add(b, dot_block_mxfp4(hd::load_unaligned(w + b), x[b]));
   return acc.reduce();
 }
 
