@@ -88,6 +88,35 @@ Tensor ArenaPlan::at(const Buffer& arena, int slot) const {
   return make_2d(s.type, static_cast<uint8_t*>(arena.data()) + s.offset, s.cols, s.rows);
 }
 
+Status check_moe_shapes(const MoeArgs& m) {
+  const Tensor& x = m.x;
+  const int64_t n = x.ne[1], D = x.ne[0], K = m.ids.ne[0], E = m.gate_exps.ne[2], I = m.gate_exps.ne[1];
+  const auto weight_ok = [](const Tensor& w, int64_t in, int64_t out, int64_t experts) {
+    return w.valid() && w.ne[0] == in && w.ne[1] == out && w.ne[2] == experts && w.contiguous_rows();
+  };
+  if (!weight_ok(m.gate_exps, D, I, E) || !weight_ok(m.up_exps, D, I, E) || !weight_ok(m.down_exps, I, D, E) ||
+      m.ids.ne[1] != n || m.weights.ne[0] != K || m.weights.ne[1] != n || m.out.ne[0] != D || m.out.ne[1] != n ||
+      (m.gate_sh.valid() && (!weight_ok(m.up_sh, D, m.gate_sh.ne[1], 1) || !weight_ok(m.down_sh, m.gate_sh.ne[1], D, 1) ||
+                             m.gate_sh.ne[0] != D)))
+    return invalid_argument("moe: shapes do not fit (" + std::to_string(n) + " tokens of " + std::to_string(D) + ", " +
+                            std::to_string(E) + " experts of " + std::to_string(I) + ", k " + std::to_string(K) + ")");
+  return ok_status();
+}
+
+Status check_compressor_shapes(const CompressorUpdate& u, const CompressorTensors& st) {
+  const int64_t r = u.ratio, coff = u.coff, d = u.d, width = coff * d, span = coff * r, n = u.a.ne[1];
+  if (r <= 0 || (coff != 1 && coff != 2) || u.a.ne[0] != width || u.z.ne[0] != width || u.z.ne[1] != n ||
+      u.ape.ne[0] != width || u.ape.ne[1] < r || st.ring_a.ne[0] != width || st.ring_z.ne[0] != width ||
+      st.ring_a.ne[1] != span || st.ring_z.ne[1] != span || st.entries.ne[0] != d || u.norm.ne[0] != d ||
+      u.n_rot > d || u.n_rot < 0 || u.n_rot % 2 != 0 || u.freqs.ne[0] * 2 < u.n_rot || u.p0 < 0)
+    return invalid_argument("compressor_update: shapes do not fit (ratio " + std::to_string(r) + ", coff " +
+                            std::to_string(coff) + ", d " + std::to_string(d) + ")");
+  if ((u.p0 + n) / r > st.entries.ne[1])
+    return out_of_range("compressor_update: entry " + std::to_string((u.p0 + n) / r - 1) + " beyond capacity " +
+                        std::to_string(st.entries.ne[1]));
+  return ok_status();
+}
+
 const char* op_name(Op op) {
   switch (op) {
     case Op::kEmbed: return "embed";

@@ -333,6 +333,12 @@ class Backend {
   virtual void release(void* data, int64_t bytes) = 0;
 };
 
+// --- shape checks every backend shares (host-side, on the descriptors only) ------------------------
+
+// Whether a moe / compressor_update call's tensors fit each other; the error names the shapes.
+Status check_moe_shapes(const MoeArgs& m);
+Status check_compressor_shapes(const CompressorUpdate& u, const CompressorTensors& state);
+
 // --- the registry ---------------------------------------------------------------------------------
 
 enum class BackendKind { kAuto, kCpu, kCuda };

@@ -78,15 +78,8 @@ void CpuBackend::moe(const backend::MoeArgs& m) {
   const Tensor& x = m.x;
   const int64_t n = x.ne[1], D = x.ne[0], K = m.ids.ne[0], E = m.gate_exps.ne[2], I = m.gate_exps.ne[1];
   const bool shared = m.gate_sh.valid();
-  const auto weight_ok = [](const Tensor& w, int64_t in, int64_t out, int64_t experts) {
-    return w.valid() && w.ne[0] == in && w.ne[1] == out && w.ne[2] == experts && w.contiguous_rows();
-  };
-  if (!weight_ok(m.gate_exps, D, I, E) || !weight_ok(m.up_exps, D, I, E) || !weight_ok(m.down_exps, I, D, E) ||
-      m.ids.ne[1] != n || m.weights.ne[0] != K || m.weights.ne[1] != n || m.out.ne[0] != D || m.out.ne[1] != n ||
-      (shared && (!weight_ok(m.up_sh, D, m.gate_sh.ne[1], 1) || !weight_ok(m.down_sh, m.gate_sh.ne[1], D, 1) ||
-                  m.gate_sh.ne[0] != D))) {
-    fail(invalid_argument("moe: shapes do not fit (" + std::to_string(n) + " tokens of " + std::to_string(D) + ", " +
-                          std::to_string(E) + " experts of " + std::to_string(I) + ", k " + std::to_string(K) + ")"));
+  if (Status st = backend::check_moe_shapes(m); !st.ok()) {
+    fail(std::move(st));
     return;
   }
   // Routed experts: each expert runs once over the (token, slot) pairs that chose it (experts

@@ -440,17 +440,8 @@ __global__ void kv_store_kernel(const void* kv, int64_t kv_nb, int64_t p0, int64
 
 void CudaBackend::compressor_update(const backend::CompressorUpdate& u, const backend::CompressorTensors& st) {
   const int64_t r = u.ratio, coff = u.coff, d = u.d, width = coff * d, span = coff * r, n = u.a.ne[1];
-  if (r <= 0 || (coff != 1 && coff != 2) || u.a.ne[0] != width || u.z.ne[0] != width || u.z.ne[1] != n ||
-      u.ape.ne[0] != width || u.ape.ne[1] < r || st.ring_a.ne[0] != width || st.ring_z.ne[0] != width ||
-      st.ring_a.ne[1] != span || st.ring_z.ne[1] != span || st.entries.ne[0] != d || u.norm.ne[0] != d ||
-      u.n_rot > d || u.n_rot < 0 || u.n_rot % 2 != 0 || u.freqs.ne[0] * 2 < u.n_rot || u.p0 < 0) {
-    fail(invalid_argument("compressor_update: shapes do not fit (ratio " + std::to_string(r) + ", coff " +
-                          std::to_string(coff) + ", d " + std::to_string(d) + ")"));
-    return;
-  }
-  if ((u.p0 + n) / r > st.entries.ne[1]) {
-    fail(out_of_range("compressor_update: entry " + std::to_string((u.p0 + n) / r - 1) + " beyond capacity " +
-                      std::to_string(st.entries.ne[1])));
+  if (Status check = backend::check_compressor_shapes(u, st); !check.ok()) {
+    fail(std::move(check));
     return;
   }
   if (n <= 0) return;
