@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/bench_kernels.h"
 #include "dsv4/bench_model.h"
 #include "dsv4/common.h"
 #include "model/model.h"
@@ -61,112 +60,139 @@ void print_times(const model::PhaseTimes& t, const char* what) {
               total * per);
 }
 
+// Median, min and max of repeated measurements (tok/s).
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+Spread spread(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.front(), v.back()};
+}
+std::string spread_text(const Spread& s) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%8.2f tok/s (min %.2f, max %.2f)", s.median, s.min, s.max);
+  return buf;
+}
+
+int fail(const Status& st) {
+  std::fprintf(stderr, "dsv4 bench: %s\n", st.to_string().c_str());
+  return 1;
+}
+
+// Prefills `toks` in chunks; timed by the caller.
+Status prefill(model::Session& sess, const std::vector<int32_t>& toks, int64_t chunk) {
+  const int64_t np = static_cast<int64_t>(toks.size());
+  for (int64_t i = 0; i < np; i += chunk) {
+    const int64_t c = std::min(chunk, np - i);
+    const std::span<const int32_t> part(toks.data() + i, static_cast<size_t>(c));
+    int32_t next = 0;
+    // The last chunk ends with the greedy id: the step's one read-back, so the time includes all of it.
+    DSV4_RETURN_IF_ERROR(i + c == np ? sess.forward_greedy(part, &next) : sess.forward(part, nullptr, false));
+  }
+  return ok_status();
+}
+
+// n greedy decode steps from token `tok` (each: one forward, the next id read back).
+Status decode(model::Session& sess, int64_t n, int32_t tok) {
+  for (int64_t i = 0; i < n; ++i) DSV4_RETURN_IF_ERROR(sess.forward_greedy(std::span<const int32_t>(&tok, 1), &tok));
+  return ok_status();
+}
+
 }  // namespace
 
 int run_bench_model(const BenchModelArgs& a) {
   auto options = backend_options_from_flags();
-  if (!options.ok()) {
-    std::fprintf(stderr, "dsv4 bench: %s\n", options.status().to_string().c_str());
-    return 2;
-  }
+  if (!options.ok()) return fail(options.status());
   auto be = backend::create_backend(*options);
-  if (!be.ok()) {
-    std::fprintf(stderr, "dsv4 bench: %s\n", be.status().to_string().c_str());
-    return 1;
-  }
-  auto loaded = model::Model::load(a.model, **be);
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "dsv4 bench: %s\n", loaded.status().to_string().c_str());
-    return 1;
-  }
-  ThreadPool pool(options->threads);
+  if (!be.ok()) return fail(be.status());
+  backend::Backend& backend = **be;
+  const auto t_load = Clock::now();
+  auto loaded = model::Model::load(a.model, backend);
+  if (!loaded.ok()) return fail(loaded.status());
   const model::Model& m = **loaded;
+  {  // a device backend may still be copying: one read-back waits for every copy enqueued
+    float probe = 0;
+    if (Status st = backend.download(m.weights().out_norm, &probe, 4); !st.ok()) return fail(st);
+  }
+  const double load_s = secs(t_load);
   const model::Ds4Shape& s = m.shape();
-  cpu::CpuContext ctx;
-  ctx.pool = &pool;
-  ctx.max_level = options->simd;
-  cpu::BenchOptions bo;
-  bo.bandwidth_bytes = int64_t{512} << 20;
-  const cpu::MachineLimits lim = cpu::measure_machine(ctx, bo);
-  double bytes_tok = 0, macs_tok = 0;
+  auto lim = backend.measure_limits();
+  if (!lim.ok()) return fail(lim.status());
+  double bytes_tok = 0, macs_tok = 0, file_bytes = 0;
   per_token_cost(m, &bytes_tok, &macs_tok);
+  for (const auto& t : m.file().tensors()) file_bytes += static_cast<double>(t.n_bytes);
   std::printf("model: %s (%s)\n", m.describe().c_str(), a.model.c_str());
-  std::printf("backend: %s\n", (*be)->describe().c_str());
-  std::printf("machine: %d threads, SIMD %s, read bandwidth %.2f GB/s, f32 FMA peak %.1f GFLOP/s\n", lim.threads,
-              simd_level_name(lim.level), lim.read_gbps, lim.fma_gflops);
+  std::printf("backend: %s\n", backend.describe().c_str());
+  std::printf("load: %.2f s for %.2f GB of tensors = %.2f GB/s (file mapping to usable weights)\n", load_s,
+              file_bytes / 1e9, file_bytes / 1e9 / load_s);
+  std::printf("limits: read bandwidth %.1f GB/s, f32 FMA peak %.1f GFLOP/s (%s)\n", lim->read_gbps, lim->fma_gflops,
+              lim->what.c_str());
   std::printf("weights read per decoded token: %.1f MB  (decode roofline %.2f tok/s)\n", bytes_tok / 1e6,
-              lim.read_gbps * 1e9 / bytes_tok);
+              lim->read_gbps * 1e9 / bytes_tok);
+  std::printf("runs: 1 untimed warm-up pass, then %lld timed runs per case; greedy ids chosen on the backend\n",
+              static_cast<long long>(a.repeat));
   const int64_t max_depth = *std::max_element(a.depths.begin(), a.depths.end());
   const int64_t max_prompt = *std::max_element(a.prompts.begin(), a.prompts.end());
   const int64_t ctx_tokens = std::max(max_prompt, max_depth) + a.decode_tokens + 1;
 
+  model::Session sess(m, ctx_tokens, a.chunk);
+  if (!sess.status().ok()) return fail(sess.status());
+  {  // warm-up: clocks, scratch growth, caches
+    const auto toks = random_tokens(std::min<int64_t>(max_prompt, 256), s.n_vocab, 7);
+    if (Status st = prefill(sess, toks, a.chunk); !st.ok()) return fail(st);
+    if (Status st = decode(sess, std::min<int64_t>(a.decode_tokens, 8), 1); !st.ok()) return fail(st);
+  }
+
   std::printf("\nprefill\n");
   for (int64_t np : a.prompts) {
-    model::Session sess(m, ctx_tokens, a.chunk);
-    if (!sess.status().ok()) {
-      std::fprintf(stderr, "dsv4 bench: %s\n", sess.status().to_string().c_str());
-      return 1;
-    }
-    sess.set_timing(a.timing);
     const auto toks = random_tokens(np, s.n_vocab, 1);
-    std::vector<float> last(static_cast<size_t>(s.n_vocab));
-    const auto t0 = Clock::now();
-    for (int64_t i = 0; i < np; i += a.chunk) {
-      const int64_t c = std::min(a.chunk, np - i);
-      Status st = sess.forward(std::span<const int32_t>(toks.data() + i, static_cast<size_t>(c)), last.data(), false);
-      if (!st.ok()) {
-        std::fprintf(stderr, "dsv4 bench: %s\n", st.to_string().c_str());
-        return 1;
-      }
+    std::vector<double> tps;
+    sess.clear_times();
+    for (int64_t r = 0; r < a.repeat; ++r) {
+      sess.reset();
+      sess.set_timing(a.timing && r == 0);
+      const auto t0 = Clock::now();
+      if (Status st = prefill(sess, toks, a.chunk); !st.ok()) return fail(st);
+      tps.push_back(static_cast<double>(np) / secs(t0));
     }
-    const double dt = secs(t0), tps = static_cast<double>(np) / dt;
-    const double gflops = 2.0 * macs_tok * tps / 1e9;
-    std::printf("  %6lld tokens (chunk %lld): %8.1f tok/s  %7.1f GFLOP/s  = %5.1f%% of FMA peak\n",
-                static_cast<long long>(np), static_cast<long long>(std::min(a.chunk, np)), tps, gflops,
-                100.0 * gflops / lim.fma_gflops);
+    sess.set_timing(false);
+    const Spread sp = spread(tps);
+    const double gflops = 2.0 * macs_tok * sp.median / 1e9;
+    std::printf("  %6lld tokens (chunk %lld): %s  %8.1f GFLOP/s = %5.2f%% of FMA peak\n", static_cast<long long>(np),
+                static_cast<long long>(std::min(a.chunk, np)), spread_text(sp).c_str(), gflops,
+                100.0 * gflops / lim->fma_gflops);
     if (a.timing) print_times(sess.times(), "prefill");
   }
 
   std::printf("\ndecode (%lld tokens after a prompt of the given depth)\n", static_cast<long long>(a.decode_tokens));
   for (int64_t depth : a.depths) {
-    model::Session sess(m, ctx_tokens, a.chunk);
-    if (!sess.status().ok()) {
-      std::fprintf(stderr, "dsv4 bench: %s\n", sess.status().to_string().c_str());
-      return 1;
-    }
-    std::vector<float> last(static_cast<size_t>(s.n_vocab));
+    sess.reset();
     if (depth > 0) {
-      const auto toks = random_tokens(depth, s.n_vocab, 2);
-      for (int64_t i = 0; i < depth; i += a.chunk) {
-        const int64_t c = std::min(a.chunk, depth - i);
-        Status st = sess.forward(std::span<const int32_t>(toks.data() + i, static_cast<size_t>(c)), nullptr, false);
-        if (!st.ok()) {
-          std::fprintf(stderr, "dsv4 bench: %s\n", st.to_string().c_str());
-          return 1;
-        }
-      }
+      if (Status st = prefill(sess, random_tokens(depth, s.n_vocab, 2), a.chunk); !st.ok()) return fail(st);
     }
-    sess.set_timing(a.timing);
+    const model::SessionCheckpoint at_depth = sess.checkpoint();
+    std::vector<double> tps;
     sess.clear_times();
-    int32_t tok = 1;
-    const auto t0 = Clock::now();
-    for (int64_t i = 0; i < a.decode_tokens; ++i) {
-      Status st = sess.forward(std::span<const int32_t>(&tok, 1), last.data(), false);
-      if (!st.ok()) {
-        std::fprintf(stderr, "dsv4 bench: %s\n", st.to_string().c_str());
-        return 1;
-      }
-      tok = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+    for (int64_t r = 0; r < a.repeat; ++r) {
+      if (Status st = sess.rewind(at_depth); !st.ok()) return fail(st);
+      sess.set_timing(a.timing && r == 0);
+      const auto t0 = Clock::now();
+      if (Status st = decode(sess, a.decode_tokens, 1); !st.ok()) return fail(st);
+      tps.push_back(static_cast<double>(a.decode_tokens) / secs(t0));
     }
-    const double tps = static_cast<double>(a.decode_tokens) / secs(t0);
-    const double gbps = tps * bytes_tok / 1e9;
-    std::printf("  depth %7lld: %8.2f tok/s  weights %6.2f GB/s  = %5.1f%% of the bandwidth roofline\n",
-                static_cast<long long>(depth), tps, gbps, 100.0 * gbps / lim.read_gbps);
+    sess.set_timing(false);
+    const Spread sp = spread(tps);
+    const double gbps = sp.median * bytes_tok / 1e9;
+    std::printf("  depth %7lld: %s  weights %7.1f GB/s = %5.2f%% of the bandwidth roofline\n",
+                static_cast<long long>(depth), spread_text(sp).c_str(), gbps, 100.0 * gbps / lim->read_gbps);
     if (a.timing) print_times(sess.times(), "decode");
   }
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
-  std::printf("\npeak RSS: %.1f MiB\n", static_cast<double>(ru.ru_maxrss) / 1024.0);
+  std::printf("\npeak RSS: %.1f MiB; backend memory peak %.1f MiB (in use now %.1f MiB)\n",
+              static_cast<double>(ru.ru_maxrss) / 1024.0, static_cast<double>(backend.memory_peak()) / 1048576.0,
+              static_cast<double>(backend.memory_in_use()) / 1048576.0);
   return 0;
 }
 

@@ -14,6 +14,7 @@ struct BenchModelArgs {
   int64_t decode_tokens = 16;
   int64_t chunk = 512;
   bool timing = false;
+  int64_t repeat = 5;  // timed repetitions per case (after one untimed warm-up pass)
 };
 
 int run_bench_model(const BenchModelArgs& a);

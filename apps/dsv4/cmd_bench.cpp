@@ -256,6 +256,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->add_option("--depth", margs->depths, "decode context depths")->delimiter(',')->capture_default_str();
   bench->add_option("--decode", margs->decode_tokens, "decoded tokens per depth")->capture_default_str();
   bench->add_option("--chunk", margs->chunk, "prefill chunk size")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  bench->add_option("--repeat", margs->repeat, "timed runs per case (median, min and max are printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   bench->add_flag("--timing", margs->timing, "per-phase time per token (HC, attention, compressor+indexer, MoE, head)");
   bench->callback([bench, margs, &exit_code] {
     if (!bench->get_subcommands().empty()) return;

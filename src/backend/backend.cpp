@@ -132,6 +132,7 @@ const char* op_name(Op op) {
     case Op::kKvStore: return "kv_store";
     case Op::kRoute: return "route";
     case Op::kMoe: return "moe";
+    case Op::kArgmax: return "argmax";
     case Op::kCount: break;
   }
   return "unknown";

@@ -123,7 +123,7 @@ class ArenaPlan {
 // What a backend can do, per op and weight type (replaces the base room's has_kernels).
 enum class Op {
   kEmbed, kMatmul, kRmsNorm, kRope, kHcPre, kHcPost, kHcHead, kCompressorUpdate, kIndexerTopk,
-  kAttention, kKvStore, kRoute, kMoe, kCount
+  kAttention, kKvStore, kRoute, kMoe, kArgmax, kCount
 };
 const char* op_name(Op op);
 
@@ -199,6 +199,14 @@ struct StepBounds {
   int64_t index_entries = 0;  // compressed entries one indexer query scores
 };
 
+// What a benchmark compares the backend's speed with (dsv4 bench): the measured streaming-read
+// bandwidth of the memory the weights live in and the f32 FMA peak of the compute that runs the ops.
+struct BackendLimits {
+  double read_gbps = 0;
+  double fma_gflops = 0;
+  std::string what;  // how they were measured, e.g. "16 threads, avx512" or "H200, 132 SMs"
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -230,6 +238,15 @@ class Backend {
   virtual Status download(const Tensor& src, void* dst, int64_t bytes) = 0;
   // Host-visible synchronisations so far (download calls).
   int64_t syncs() const { return syncs_; }
+
+  // Waits until every op enqueued so far has run (timing only: `--timing` brackets each phase with
+  // it, so that wall time is the backend's time; never on the normal path, not counted in syncs()).
+  virtual Status finish() = 0;
+  // Measures the limits a benchmark reports against (seconds of work; never on a hot path).
+  virtual Result<BackendLimits> measure_limits() = 0;
+  // Backend memory in use by this process (weights, sessions, scratch) and the most it ever was.
+  virtual int64_t memory_in_use() const = 0;
+  virtual int64_t memory_peak() const = 0;
 
   // --- steps ------------------------------------------------------------------------------------
   // Between begin_step and end_step the host touches no backend data; end_step returns the first
@@ -326,6 +343,10 @@ class Backend {
   // semantics: a NaN g or u passes through, min(NaN, L) = NaN, unlike CUDA's fminf);
   // silu(v) = v · det::sigmoid(v), sigmoid(v) = 1 / (1 + det::exp(−v)).
   virtual void moe(const MoeArgs& m) = 0;
+
+  // Greedy choice per row: ids[t] = the index of the largest logits[t][i] (ties → lower i; NaN ranks
+  // below every number; a row of NaNs gives 0), sampling::argmax's rule. logits [n][V] F32, ids [n] I32.
+  virtual void argmax(const Tensor& logits, const Tensor& ids) = 0;
 
  protected:
   int64_t syncs_ = 0;

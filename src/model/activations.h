@@ -35,6 +35,7 @@ struct Session::Activations {
   backend::Tensor head_mix;    // [logit_rows][hc] output HC mixing
   backend::Tensor head_y;      // [logit_rows][D] output HC collapse
   backend::Tensor logits;      // [logit_rows][vocab]
+  backend::Tensor greedy;      // I32 [logit_rows] argmax of the logits rows (forward_greedy)
 };
 
 }  // namespace dsv4::model

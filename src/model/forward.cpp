@@ -18,20 +18,26 @@
 namespace dsv4::model {
 namespace {
 
-// Adds the scope's wall time to `slot` when timing is on.
+// Adds the scope's wall time to `slot` when `be` is set (timing on). The backend is drained at both
+// ends (Backend::finish), so that a device backend's queued work is counted in the phase that queued
+// it; that adds a wait per phase, so totals under --timing exceed untimed runs.
 class PhaseTimer {
  public:
-  PhaseTimer(bool on, double& slot) : on_(on), slot_(slot) {
-    if (on_) t0_ = std::chrono::steady_clock::now();
+  PhaseTimer(backend::Backend* be, double& slot) : be_(be), slot_(slot) {
+    if (be_ == nullptr) return;
+    (void)be_->finish();
+    t0_ = std::chrono::steady_clock::now();
   }
   ~PhaseTimer() {
-    if (on_) slot_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (be_ == nullptr) return;
+    (void)be_->finish();
+    slot_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
   PhaseTimer(const PhaseTimer&) = delete;
   PhaseTimer& operator=(const PhaseTimer&) = delete;
 
  private:
-  bool on_;
+  backend::Backend* be_;
   double& slot_;
   std::chrono::steady_clock::time_point t0_;
 };
@@ -39,11 +45,14 @@ class PhaseTimer {
 // A phase nested inside another: its time moves from `outer` to `inner`.
 class NestedPhaseTimer {
  public:
-  NestedPhaseTimer(bool on, double& inner, double& outer) : on_(on), inner_(inner), outer_(outer) {
-    if (on_) t0_ = std::chrono::steady_clock::now();
+  NestedPhaseTimer(backend::Backend* be, double& inner, double& outer) : be_(be), inner_(inner), outer_(outer) {
+    if (be_ == nullptr) return;
+    (void)be_->finish();
+    t0_ = std::chrono::steady_clock::now();
   }
   ~NestedPhaseTimer() {
-    if (!on_) return;
+    if (be_ == nullptr) return;
+    (void)be_->finish();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     inner_ += dt;
     outer_ -= dt;
@@ -52,7 +61,7 @@ class NestedPhaseTimer {
   NestedPhaseTimer& operator=(const NestedPhaseTimer&) = delete;
 
  private:
-  bool on_;
+  backend::Backend* be_;
   double& inner_;
   double& outer_;
   std::chrono::steady_clock::time_point t0_;
@@ -65,7 +74,7 @@ class NestedPhaseTimer {
 void Session::hc_pre_block(const Weight& fn, const backend::Tensor& scale, const backend::Tensor& base, int64_t n) {
   const Ds4Shape& s = model_.shape();
   const Activations& a = *act_;
-  PhaseTimer timer(timing_, times_.hc);
+  PhaseTimer timer(timed(), times_.hc);
   const backend::Tensor X = a.X.rows(0, n), streams = a.streams.rows(0, n), mix = a.mix.rows(0, n);
   backend_.rms_norm(X, {}, static_cast<float>(s.rms_eps), streams);
   backend_.matmul(fn, streams, mix);
@@ -106,7 +115,7 @@ void Session::attention_block(int64_t il, int64_t p0, int64_t n) {
   auto rows = [n](const backend::Tensor& t) { return t.rows(0, n); };
 
   hc_pre_block(lw.hc_attn_fn, lw.hc_attn_scale, lw.hc_attn_base, n);
-  PhaseTimer timer(timing_, times_.attention);
+  PhaseTimer timer(timed(), times_.attention);
   const backend::Tensor x = rows(a.x), cq = rows(a.cq), q = rows(a.q), kv = rows(a.kv), o = rows(a.o);
   const backend::Tensor comp_a = a.comp_a.as_rows(coff * d).rows(0, n), comp_z = a.comp_z.as_rows(coff * d).rows(0, n);
   const backend::Tensor idx_a = rows(a.idx_a), idx_z = rows(a.idx_z), qI = rows(a.qI), gI = rows(a.gI);
@@ -143,7 +152,7 @@ void Session::attention_block(int64_t il, int64_t p0, int64_t n) {
 
   // Compressed keys: HCA attends to every closed window, CSA to the indexer's top-k of them.
   if (kind != AttentionKind::kSliding) {
-    NestedPhaseTimer sub(timing_, times_.compressor, times_.attention);
+    NestedPhaseTimer sub(timed(), times_.compressor, times_.attention);
     compressor_block(ls.comp, comp_a, comp_z, lw.comp_ape, lw.comp_norm, p0, ratio, coff, d);
     if (kind == AttentionKind::kCsa) {
       compressor_block(ls.idx, idx_a, idx_z, lw.idx_ape, lw.idx_norm, p0, ratio, 2, dI);
@@ -189,7 +198,7 @@ void Session::ffn_block(int64_t il, int64_t n) {
   Activations& a = *act_;
   auto rows = [n](const backend::Tensor& t) { return t.rows(0, n); };
   hc_pre_block(lw.hc_ffn_fn, lw.hc_ffn_scale, lw.hc_ffn_base, n);
-  PhaseTimer timer(timing_, times_.moe);
+  PhaseTimer timer(timed(), times_.moe);
   const backend::Tensor x = rows(a.x);
   backend_.rms_norm(rows(a.collapsed), lw.ffn_norm, static_cast<float>(s.rms_eps), x);
 
@@ -228,14 +237,14 @@ void Session::ffn_block(int64_t il, int64_t n) {
 
 // One step of n ≤ max_chunk tokens at positions pos_ … pos_+n−1: a static op sequence whose
 // shapes depend only on (pos_, n). The host reads nothing back except the logits.
-Status Session::forward_step(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+Status Session::forward_step(std::span<const int32_t> tokens, const HeadOut& out) {
   const Ds4Shape& s = model_.shape();
   Activations& a = *act_;
   const int64_t n = static_cast<int64_t>(tokens.size()), p0 = pos_;
   times_.tokens += n;
   backend_.begin_step();
   {
-    PhaseTimer timer(timing_, times_.embed);
+    PhaseTimer timer(timed(), times_.embed);
     backend_.upload(a.tokens, tokens.data(), n * static_cast<int64_t>(sizeof(int32_t)));
     // HC state: every stream starts as the token's embedding.
     backend_.embed(model_.weights().tok_embd, a.tokens.rows(0, n), s.hc_mult, a.X.rows(0, n));
@@ -245,18 +254,20 @@ Status Session::forward_step(std::span<const int32_t> tokens, float* logits, boo
     ffn_block(il, n);
   }
   pos_ += n;
-  if (logits == nullptr) return backend_.end_step();
-  return head(n, logits, all_logits);
+  if (out.logits == nullptr && out.greedy == nullptr) return backend_.end_step();
+  return head(n, out);
 }
 
 // Output head over the rows whose logits are wanted (the last, or all), logit_rows_ at a time;
-// each group ends the step and downloads its logits (the step's one synchronisation in decode).
-Status Session::head(int64_t n, float* logits, bool all_logits) {
+// each group ends the step and downloads its logits, or the last row's greedy id (the step's one
+// synchronisation in decode).
+Status Session::head(int64_t n, const HeadOut& want) {
   const Ds4Shape& s = model_.shape();
   const ModelWeights& mw = model_.weights();
   const Activations& a = *act_;
   const float eps = static_cast<float>(s.rms_eps);
-  PhaseTimer timer(timing_, times_.head);
+  PhaseTimer timer(timed(), times_.head);
+  const bool all_logits = want.logits != nullptr && want.all_logits;
   const int64_t first = all_logits ? 0 : n - 1;
   for (int64_t g = first; g < n; g += logit_rows_) {
     const int64_t m = std::min(logit_rows_, n - g);
@@ -268,8 +279,14 @@ Status Session::head(int64_t n, float* logits, bool all_logits) {
     backend_.hc_head(mix, mw.out_hc_scale, mw.out_hc_base, static_cast<float>(s.hc_eps), X, y);
     backend_.rms_norm(y, mw.out_norm, eps, y);
     backend_.matmul(mw.output, y, out);
+    if (want.greedy != nullptr) {  // only the last row (first == n − 1, m == 1)
+      backend_.argmax(out, a.greedy.rows(0, 1));
+      DSV4_RETURN_IF_ERROR(backend_.end_step());
+      DSV4_RETURN_IF_ERROR(backend_.download(a.greedy, want.greedy, 4));
+      continue;
+    }
     DSV4_RETURN_IF_ERROR(backend_.end_step());
-    DSV4_RETURN_IF_ERROR(backend_.download(out, logits + (g - first) * s.n_vocab, m * s.n_vocab * 4));
+    DSV4_RETURN_IF_ERROR(backend_.download(out, want.logits + (g - first) * s.n_vocab, m * s.n_vocab * 4));
   }
   return ok_status();
 }

@@ -96,6 +96,9 @@ class Session {
 
   // Appends tokens to the timeline. logits: null, or [n][vocab] (all_logits) / [vocab] (last only).
   Status forward(std::span<const int32_t> tokens, float* logits, bool all_logits);
+  // forward() of `tokens`, then *next = the greedy choice after the last one (sampling::argmax of
+  // its logits, computed where the logits are: only 4 bytes come back from a device backend).
+  Status forward_greedy(std::span<const int32_t> tokens, int32_t* next);
 
   // Rewind points (see SessionCheckpoint). rewind() requires a checkpoint taken on this
   // timeline at or before the current position, with no rewind past it in between (the caller
@@ -122,14 +125,24 @@ class Session {
  private:
   struct Activations;
   Status allocate();
-  Status forward_step(std::span<const int32_t> tokens, float* logits, bool all_logits);
+  // What a step's head produces: nothing, logits of the last row or all rows, or the last row's
+  // greedy id.
+  struct HeadOut {
+    float* logits = nullptr;
+    bool all_logits = false;
+    int32_t* greedy = nullptr;
+  };
+  Status check_tokens(std::span<const int32_t> tokens) const;
+  Status forward_step(std::span<const int32_t> tokens, const HeadOut& out);
   void attention_block(int64_t layer, int64_t p0, int64_t n);
   void ffn_block(int64_t layer, int64_t n);
   void hc_pre_block(const Weight& fn, const backend::Tensor& scale, const backend::Tensor& base, int64_t n);
   void compressor_block(const backend::CompressorTensors& state, const backend::Tensor& a, const backend::Tensor& z,
                         const backend::Tensor& ape, const backend::Tensor& norm, int64_t p0, int64_t ratio,
                         int64_t coff, int64_t d);
-  Status head(int64_t n, float* logits, bool all_logits);
+  Status head(int64_t n, const HeadOut& out);
+  // The backend when --timing is on (phase timers drain it), else null.
+  backend::Backend* timed() const { return timing_ ? &backend_ : nullptr; }
 
   static constexpr int64_t kDefaultMaxChunk = 512;
   static constexpr int64_t kLogitRows = 64;

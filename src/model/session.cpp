@@ -175,6 +175,7 @@ Status Session::allocate() {
       {&Activations::head_mix, TensorType::kF32, hc, logit_rows_},
       {&Activations::head_y, TensorType::kF32, D, logit_rows_},
       {&Activations::logits, TensorType::kF32, s.n_vocab, logit_rows_},
+      {&Activations::greedy, TensorType::kI32, 1, logit_rows_},
   };
   std::vector<int> at;
   for (const Entry& e : entries) at.push_back(plan.add(e.type, e.cols, e.rows));
@@ -193,7 +194,7 @@ void Session::reset() {
   backend_.upload(rings_, zeros_.data(), rings_.ne[0] * static_cast<int64_t>(sizeof(float)));
 }
 
-Status Session::forward(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+Status Session::check_tokens(std::span<const int32_t> tokens) const {
   DSV4_RETURN_IF_ERROR(status_);
   if (tokens.empty()) return invalid_argument("forward: no tokens");
   const Ds4Shape& s = model_.shape();
@@ -204,11 +205,32 @@ Status Session::forward(std::span<const int32_t> tokens, float* logits, bool all
     if (t < 0 || t >= s.n_vocab)
       return out_of_range("forward: token id " + std::to_string(t) + " outside the vocabulary of " +
                           std::to_string(s.n_vocab));
+  return ok_status();
+}
+
+Status Session::forward(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+  DSV4_RETURN_IF_ERROR(check_tokens(tokens));
+  const Ds4Shape& s = model_.shape();
   const int64_t total = static_cast<int64_t>(tokens.size());
   for (int64_t b = 0; b < total; b += max_chunk_) {
     const int64_t m = std::min(max_chunk_, total - b);
-    float* out = logits == nullptr ? nullptr : all_logits ? logits + b * s.n_vocab : (b + m == total ? logits : nullptr);
-    DSV4_RETURN_IF_ERROR(forward_step(tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(m)), out, all_logits));
+    HeadOut out;
+    out.logits = logits == nullptr ? nullptr : all_logits ? logits + b * s.n_vocab : (b + m == total ? logits : nullptr);
+    out.all_logits = all_logits;
+    DSV4_RETURN_IF_ERROR(forward_step(tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(m)), out));
+  }
+  return ok_status();
+}
+
+Status Session::forward_greedy(std::span<const int32_t> tokens, int32_t* next) {
+  DSV4_RETURN_IF_ERROR(check_tokens(tokens));
+  if (next == nullptr) return invalid_argument("forward_greedy: no place for the next token");
+  const int64_t total = static_cast<int64_t>(tokens.size());
+  for (int64_t b = 0; b < total; b += max_chunk_) {
+    const int64_t m = std::min(max_chunk_, total - b);
+    HeadOut out;
+    if (b + m == total) out.greedy = next;
+    DSV4_RETURN_IF_ERROR(forward_step(tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(m)), out));
   }
   return ok_status();
 }

@@ -58,9 +58,10 @@ DSV4_HD void dequantize_block_iq2_xxs(const BlockIq2Xxs* w, float* out, const Iq
 // Super-block contribution (IQ2_XXS x Q8_K):
 //   isum = Σ_{g<8} (2·ls_g + 1) · Σ_{i<32} signed_grid[32g+i] · a.qs[32g+i]   (exact int32)
 //   v    = ((f16_to_f32(w.d) · a.d) · (float)isum) · 0.125f                  (f32, no fma)
-DSV4_HD float dot_block_iq2_xxs(const BlockIq2Xxs& w, const BlockQ8_K& a, const Iq2xxsTables& t) {
+// The integer sum over groups [g0, g1) (any split adds up to the same integer) and the float part.
+DSV4_HD int32_t iq2_xxs_isum(const BlockIq2Xxs& w, const BlockQ8_K& a, const Iq2xxsTables& t, int g0, int g1) {
   int32_t isum = 0;
-  for (int g = 0; g < 8; ++g) {
+  for (int g = g0; g < g1; ++g) {
     uint32_t aw[2];
     iq2_xxs_group_words(w, g, aw);
     int32_t gsum = 0;
@@ -75,7 +76,13 @@ DSV4_HD float dot_block_iq2_xxs(const BlockIq2Xxs& w, const BlockQ8_K& a, const 
     }
     isum += static_cast<int32_t>(2 * (aw[1] >> 28) + 1) * gsum;
   }
+  return isum;
+}
+DSV4_HD float iq2_xxs_finish(const BlockIq2Xxs& w, const BlockQ8_K& a, int32_t isum) {
   return ((f16_to_f32(w.d) * a.d) * static_cast<float>(isum)) * 0.125f;
+}
+DSV4_HD float dot_block_iq2_xxs(const BlockIq2Xxs& w, const BlockQ8_K& a, const Iq2xxsTables& t) {
+  return iq2_xxs_finish(w, a, iq2_xxs_isum(w, a, t, 0, 8));
 }
 
 // ACCUMULATION ORDER: partial[b % 32] += dot_block_iq2_xxs(w[b], x[b], t) for super-block b

@@ -34,22 +34,30 @@ DSV4_HD void dequantize_block_q2_k(const BlockQ2_K* w, float* out) {
 //   isum_sc = Σ_{k<16} (scales[k] & 15) · Σ_{i<16} q[16k+i]·a.qs[16k+i]     (exact int32)
 //   isum_m  = Σ_{k<16} (scales[k] >> 4) · a.bsums[k]                          (exact int32)
 //   v = a.d · ((d · (float)isum_sc) − (dmin · (float)isum_m))   (d, dmin = f16_to_f32; 4 f32 ops)
-DSV4_HD float dot_block_q2_k(const BlockQ2_K& w, const BlockQ8_K& a) {
-  int32_t sub[16] = {};
-  for (int e = 0; e < 256; ++e) {
-    const int h = e / 128, j = (e / 32) % 4, l = e % 32;
-    const int q = (w.qs[32 * h + l] >> (2 * j)) & 3;
-    sub[e / 16] += q * static_cast<int32_t>(a.qs[e]);
+// The integer sums are split by sub-block ranges (q2_k_isums over [k0, k1)) so that several GPU lanes
+// can share a block: any split adds up to the same integers, and q2_k_finish is the one float part.
+struct KQuantIsums {
+  int32_t sc = 0, m = 0;
+};
+DSV4_HD KQuantIsums q2_k_isums(const BlockQ2_K& w, const BlockQ8_K& a, int k0, int k1) {
+  KQuantIsums s;
+  for (int k = k0; k < k1; ++k) {
+    int32_t sub = 0;
+    for (int i = 0; i < 16; ++i) {
+      const int e = 16 * k + i, h = e / 128, j = (e / 32) % 4, l = e % 32;
+      sub += ((w.qs[32 * h + l] >> (2 * j)) & 3) * static_cast<int32_t>(a.qs[e]);
+    }
+    s.sc += (w.scales[k] & 15) * sub;
+    s.m += (w.scales[k] >> 4) * static_cast<int32_t>(a.bsums[k]);
   }
-  int32_t isum_sc = 0, isum_m = 0;
-  for (int k = 0; k < 16; ++k) {
-    isum_sc += (w.scales[k] & 15) * sub[k];
-    isum_m += (w.scales[k] >> 4) * static_cast<int32_t>(a.bsums[k]);
-  }
-  const float t_sc = f16_to_f32(w.d) * static_cast<float>(isum_sc);
-  const float t_m = f16_to_f32(w.dmin) * static_cast<float>(isum_m);
+  return s;
+}
+DSV4_HD float q2_k_finish(const BlockQ2_K& w, const BlockQ8_K& a, KQuantIsums s) {
+  const float t_sc = f16_to_f32(w.d) * static_cast<float>(s.sc);
+  const float t_m = f16_to_f32(w.dmin) * static_cast<float>(s.m);
   return a.d * (t_sc - t_m);
 }
+DSV4_HD float dot_block_q2_k(const BlockQ2_K& w, const BlockQ8_K& a) { return q2_k_finish(w, a, q2_k_isums(w, a, 0, 16)); }
 
 // ACCUMULATION ORDER: partial[b % 32] += dot_block_q2_k(w[b], x[b]) for super-block b ascending, then
 // Partials32::reduce().
@@ -95,21 +103,26 @@ DSV4_HD void dequantize_block_q4_k(const BlockQ4_K* w, float* out) {
 //   isum_m  = Σ_{j<8} m_j · (a.bsums[2j] + a.bsums[2j+1])                     (exact int32)
 //   v = a.d · ((d · (float)isum_sc) − (dmin · (float)isum_m))   (d, dmin = f16_to_f32; 4 f32 ops;
 //       (float)isum_sc rounds to nearest even when |isum_sc| > 2^24)
-DSV4_HD float dot_block_q4_k(const BlockQ4_K& w, const BlockQ8_K& a) {
-  int32_t isum_sc = 0, isum_m = 0;
-  for (int j = 0; j < 8; ++j) {
+// Integer sums over sub-blocks j in [j0, j1) (any split adds up to the same integers), and the float part.
+DSV4_HD KQuantIsums q4_k_isums(const BlockQ4_K& w, const BlockQ8_K& a, int j0, int j1) {
+  KQuantIsums r;
+  for (int j = j0; j < j1; ++j) {
     int sc, m;
     q4_k_scale_min(w.scales, j, &sc, &m);
     const int c = j / 2, hi = j % 2;
     int32_t s = 0;
     for (int l = 0; l < 32; ++l) s += ((w.qs[32 * c + l] >> (4 * hi)) & 15) * static_cast<int32_t>(a.qs[32 * j + l]);
-    isum_sc += sc * s;
-    isum_m += m * (static_cast<int32_t>(a.bsums[2 * j]) + static_cast<int32_t>(a.bsums[2 * j + 1]));
+    r.sc += sc * s;
+    r.m += m * (static_cast<int32_t>(a.bsums[2 * j]) + static_cast<int32_t>(a.bsums[2 * j + 1]));
   }
-  const float t_sc = f16_to_f32(w.d) * static_cast<float>(isum_sc);
-  const float t_m = f16_to_f32(w.dmin) * static_cast<float>(isum_m);
+  return r;
+}
+DSV4_HD float q4_k_finish(const BlockQ4_K& w, const BlockQ8_K& a, KQuantIsums s) {
+  const float t_sc = f16_to_f32(w.d) * static_cast<float>(s.sc);
+  const float t_m = f16_to_f32(w.dmin) * static_cast<float>(s.m);
   return a.d * (t_sc - t_m);
 }
+DSV4_HD float dot_block_q4_k(const BlockQ4_K& w, const BlockQ8_K& a) { return q4_k_finish(w, a, q4_k_isums(w, a, 0, 8)); }
 
 // ACCUMULATION ORDER: partial[b % 32] += dot_block_q4_k(w[b], x[b]) for super-block b ascending, then
 // Partials32::reduce().

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include "backend/cpu/quant.h"
 #include "gguf/writer.h"
@@ -147,6 +149,8 @@ Status write_synth(const SynthPlan& plan, uint64_t seed, const std::string& path
     DSV4_RETURN_IF_ERROR(w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne, static_cast<size_t>(t.n_dims))));
   DSV4_RETURN_IF_ERROR(w.begin());
   int64_t done = 0;
+  using PoolKey = std::tuple<TensorType, int64_t, int, int64_t>;
+  std::map<PoolKey, std::vector<uint8_t>> pools;
   constexpr int64_t kChunkBytes = int64_t{32} << 20;
   for (size_t ti = 0; ti < plan.tensors.size(); ++ti) {
     const SynthTensor& t = plan.tensors[ti];
@@ -158,16 +162,27 @@ Status write_synth(const SynthPlan& plan, uint64_t seed, const std::string& path
       return unsupported("synth: no quantizer for type " + std::string(tensor_type_name(t.type)) + " (tensor " + t.name + ")");
     const int64_t chunk_rows = std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(row_bytes, n * 4));
     const int64_t pool_rows = t.n_dims == 3 && plan.expert_row_pool > 0 ? std::min(plan.expert_row_pool, rows) : 0;
-    std::vector<uint8_t> row_pool(static_cast<size_t>(pool_rows * row_bytes));
+    // One pool per (type, row length, role): every layer's routed gate/up share one, the downs
+    // another (quantizing a pool costs ~n·pool_rows/1e6 s of CPU; per tensor that was minutes for
+    // the full Flash).
+    const std::vector<uint8_t>* row_pool = nullptr;
     if (pool_rows > 0) {
-      pool.parallel_for(pool_rows, [&](int64_t b, int64_t e, int) {
-        std::vector<float> row(static_cast<size_t>(n));
-        for (int64_t r = b; r < e; ++r) {
-          RowRng rng(seed, ti, static_cast<uint64_t>(r));
-          fill_row(spec, plan.shape, rng, row.data());
-          k->quantize_row(row.data(), row_pool.data() + r * row_bytes, n, nullptr);
-        }
-      });
+      const PoolKey key{t.type, n, static_cast<int>(spec.role), pool_rows};
+      auto it = pools.find(key);
+      if (it == pools.end()) {
+        std::vector<uint8_t> fresh(static_cast<size_t>(pool_rows * row_bytes));
+        const uint64_t pool_id = 0x9000 + pools.size();  // rng stream apart from every tensor index
+        pool.parallel_for(pool_rows, [&](int64_t b, int64_t e, int) {
+          std::vector<float> row(static_cast<size_t>(n));
+          for (int64_t r = b; r < e; ++r) {
+            RowRng rng(seed, pool_id, static_cast<uint64_t>(r));
+            fill_row(spec, plan.shape, rng, row.data());
+            k->quantize_row(row.data(), fresh.data() + r * row_bytes, n, nullptr);
+          }
+        });
+        it = pools.emplace(key, std::move(fresh)).first;
+      }
+      row_pool = &it->second;
     }
     std::vector<uint8_t> chunk;
     for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
@@ -181,7 +196,7 @@ Status write_synth(const SynthPlan& plan, uint64_t seed, const std::string& path
           if (pool_rows > 0) {
             uint64_t h = seed ^ (static_cast<uint64_t>(ti) << 32) ^ static_cast<uint64_t>(r0 + r);
             const uint64_t pick = splitmix64(h) % static_cast<uint64_t>(pool_rows);
-            std::memcpy(dst, row_pool.data() + static_cast<int64_t>(pick) * row_bytes, static_cast<size_t>(row_bytes));
+            std::memcpy(dst, row_pool->data() + static_cast<int64_t>(pick) * row_bytes, static_cast<size_t>(row_bytes));
           } else if (t.type == TensorType::kI32) {
             fill_row(spec, plan.shape, rng, reinterpret_cast<float*>(dst));  // writes int32 ids
           } else {

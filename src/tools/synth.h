@@ -43,7 +43,7 @@ struct SynthPlan {
   int64_t total_bytes = 0;  // tensor data, unpadded (what the published sizes count)
   // 0: every row of every tensor is drawn and quantized on its own. N > 0: the rows of each 3-D
   // routed-expert tensor are copies of N distinct quantized rows (row r takes pool row
-  // hash(seed, tensor, r) mod N). The error-minimising IQ2/K quantizers run at ~1 M weights/s,
+  // hash(seed, tensor, r) mod N); tensors of the same type, row length and role share one pool. The error-minimising IQ2/K quantizers run at ~1 M weights/s,
   // so a distinct full Flash would take days; speed benchmarks do not need distinct rows.
   int64_t expert_row_pool = 0;
   // Optional tokenizer (tokenizer.json path): its keys are written and n_vocab follows it

@@ -13,6 +13,7 @@
 #include <new>
 #include <string>
 
+#include "backend/cpu/bench_kernels.h"
 #include "backend/cpu/cpu_backend_internal.h"
 #include "numerics/det_math.h"
 
@@ -102,10 +103,47 @@ Result<backend::Buffer> CpuBackend::allocate(int64_t bytes) {
                               (avail >= 0 ? std::to_string(avail) + " bytes free" : "free memory unknown") + ")");
   }
   std::memset(p, 0, static_cast<size_t>(size));
+  in_use_bytes_ += size;
+  peak_bytes_ = std::max(peak_bytes_, in_use_bytes_);
   return backend::Buffer(this, p, bytes);
 }
 
-void CpuBackend::release(void* data, int64_t) { std::free(data); }
+void CpuBackend::release(void* data, int64_t bytes) {
+  std::free(data);
+  in_use_bytes_ -= std::max<int64_t>(64, (bytes + 63) / 64 * 64);
+}
+
+void CpuBackend::argmax(const Tensor& logits, const Tensor& ids) {
+  if (!error_.ok()) return;
+  if (logits.type != TensorType::kF32 || ids.type != TensorType::kI32 || logits.rows() != ids.ne[0] ||
+      logits.ne[0] <= 0 || logits.ne[0] > INT32_MAX || !logits.valid() || !ids.valid())
+    return fail(invalid_argument("cpu argmax: needs logits [n][V] F32 and ids [n] I32 of the same n"));
+  for (int64_t t = 0; t < logits.rows(); ++t) {
+    const float* row = reinterpret_cast<const float*>(static_cast<const uint8_t*>(logits.data) + t * logits.nb[1]);
+    float best = 0.0f;
+    int32_t best_i = -1;
+    for (int64_t i = 0; i < logits.ne[0]; ++i) {
+      const float v = row[i];
+      if (v == v && (best_i < 0 || v > best)) {  // first number, then strictly larger: ties → lower id
+        best = v;
+        best_i = static_cast<int32_t>(i);
+      }
+    }
+    static_cast<int32_t*>(ids.data)[t] = best_i < 0 ? 0 : best_i;
+  }
+}
+
+Result<backend::BackendLimits> CpuBackend::measure_limits() {
+  BenchOptions bo;
+  bo.bandwidth_bytes = int64_t{512} << 20;
+  const MachineLimits m = measure_machine(ctx_, bo);
+  backend::BackendLimits lim;
+  lim.read_gbps = m.read_gbps;
+  lim.fma_gflops = m.fma_gflops;
+  lim.what = std::to_string(m.threads) + " threads, " + simd_level_name(m.level) +
+             ": best streaming read of 512 MiB and f32 FMA chains";
+  return lim;
+}
 
 Result<Tensor> CpuBackend::load_weight(const Tensor& host, std::vector<backend::Buffer>&) {
   // Index tables (the hash router's tid2eid) are I32 and read in place by their ops.

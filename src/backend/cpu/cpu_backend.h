@@ -74,6 +74,11 @@ class CpuBackend final : public backend::Backend {
   void kv_store(const backend::Tensor& kv, int64_t p0, const backend::Tensor& ring) override;
   void route(const backend::RouteArgs& r) override;
   void moe(const backend::MoeArgs& m) override;
+  void argmax(const backend::Tensor& logits, const backend::Tensor& ids) override;
+  Result<backend::BackendLimits> measure_limits() override;
+  Status finish() override { return ok_status(); }  // ops run synchronously
+  int64_t memory_in_use() const override { return in_use_bytes_; }
+  int64_t memory_peak() const override { return peak_bytes_; }
 
   // The pool the ops run on (tools that run CPU kernels directly share it).
   ThreadPool& pool() { return pool_; }
@@ -83,6 +88,7 @@ class CpuBackend final : public backend::Backend {
   void release(void* data, int64_t bytes) override;
 
  private:
+  int64_t in_use_bytes_ = 0, peak_bytes_ = 0;  // allocate()d and not yet released (64-byte multiples)
   // Records the first error of the step (sticky until end_step).
   void fail(Status status);
   // The rms_norm of one row (n floats) into y (may alias x); w null: no weight.

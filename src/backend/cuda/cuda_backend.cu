@@ -221,7 +221,14 @@ Result<void*> CudaBackend::device_alloc(int64_t bytes, const char* what) {
                             what + " on " + device_name_ + ": " + cuda_error_text(err) + "; " + free_text();
     return err == cudaErrorMemoryAllocation ? resource_exhausted(msg) : internal_error(msg);
   }
+  in_use_bytes_ += size;
+  peak_bytes_ = std::max(peak_bytes_, in_use_bytes_);
   return p;
+}
+
+void CudaBackend::device_free(void* p, int64_t bytes) {
+  check(cudaFree(p), "cudaFree");
+  in_use_bytes_ -= std::max<int64_t>(256, round_up(bytes, 256));
 }
 
 Result<backend::Buffer> CudaBackend::allocate(int64_t bytes) {
@@ -229,23 +236,23 @@ Result<backend::Buffer> CudaBackend::allocate(int64_t bytes) {
   const cudaError_t err = cudaMemsetAsync(p, 0, static_cast<size_t>(std::max<int64_t>(256, round_up(bytes, 256))), stream_);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    (void)cudaFree(p);
+    device_free(p, bytes);
     return internal_error("cuda backend: zero-filling " + std::to_string(bytes) + " bytes: " + cuda_error_text(err));
   }
   return backend::Buffer(this, p, bytes);
 }
 
-void CudaBackend::release(void* data, int64_t) {
+void CudaBackend::release(void* data, int64_t bytes) {
   // Ops enqueued earlier may still read or write it.
   check(cudaStreamSynchronize(stream_), "stream synchronize before cudaFree");
-  check(cudaFree(data), "cudaFree");
+  device_free(data, bytes);
 }
 
 void* CudaBackend::grow(DeviceScratch& s, int64_t bytes) {
   if (bytes <= s.bytes) return s.data;
   if (s.data != nullptr) {
     check(cudaStreamSynchronize(stream_), "stream synchronize before growing scratch");
-    check(cudaFree(s.data), "cudaFree (scratch)");
+    device_free(s.data, s.bytes);
     s = {};
   }
   // Whole MiB above 1 MiB, so that a few growing calls settle quickly.

@@ -71,6 +71,11 @@ class CudaBackend final : public backend::Backend {
   void kv_store(const backend::Tensor& kv, int64_t p0, const backend::Tensor& ring) override;
   void route(const backend::RouteArgs& r) override;
   void moe(const backend::MoeArgs& m) override;
+  void argmax(const backend::Tensor& logits, const backend::Tensor& ids) override;
+  Result<backend::BackendLimits> measure_limits() override;
+  Status finish() override;
+  int64_t memory_in_use() const override { return in_use_bytes_; }
+  int64_t memory_peak() const override { return peak_bytes_; }
 
   // --- for the op-family files ---------------------------------------------------------------------
   cudaStream_t stream() const { return stream_; }
@@ -113,10 +118,13 @@ class CudaBackend final : public backend::Backend {
   int sm_count_ = 0;
   int cc_major_ = 0, cc_minor_ = 0;
   int64_t weight_bytes_ = 0;
+  int64_t in_use_bytes_ = 0, peak_bytes_ = 0;  // device_alloc'd and not yet freed (256-byte multiples)
   backend::StepBounds bounds_;
   // Device memory for `bytes` (256-byte multiple, at least 256), or an error naming what was asked,
   // what for, and the device's free / total memory.
   Result<void*> device_alloc(int64_t bytes, const char* what);
+  // cudaFree of a device_alloc'd block of `bytes` (as asked; the rounding is redone here).
+  void device_free(void* p, int64_t bytes);
 };
 
 }  // namespace dsv4::cuda

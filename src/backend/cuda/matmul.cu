@@ -50,6 +50,8 @@ template <>
 struct TypeOps<TensorType::kF32> {
   static constexpr ActFormat kAct = ActFormat::kF32;
   static constexpr int kBlock = 1, kBlockBytes = 4;
+  static constexpr int kLanes = 0;  // element-wise fma (numerics/dot.h's order)
+  __device__ static float load(const uint8_t* w, int64_t i) { return qref::load_f32(w, i); }
   __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
     return qref::vec_dot_f32(n, w, reinterpret_cast<const float*>(act));
   }
@@ -59,6 +61,8 @@ template <>
 struct TypeOps<TensorType::kF16> {
   static constexpr ActFormat kAct = ActFormat::kF32;
   static constexpr int kBlock = 1, kBlockBytes = 2;
+  static constexpr int kLanes = 0;
+  __device__ static float load(const uint8_t* w, int64_t i) { return qref::load_f16(w, i); }
   __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
     return qref::vec_dot_f16(n, w, reinterpret_cast<const float*>(act));
   }
@@ -68,6 +72,8 @@ template <>
 struct TypeOps<TensorType::kBF16> {
   static constexpr ActFormat kAct = ActFormat::kF32;
   static constexpr int kBlock = 1, kBlockBytes = 2;
+  static constexpr int kLanes = 0;
+  __device__ static float load(const uint8_t* w, int64_t i) { return qref::load_bf16(w, i); }
   __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
     return qref::vec_dot_bf16(n, w, reinterpret_cast<const float*>(act));
   }
@@ -77,6 +83,10 @@ template <>
 struct TypeOps<TensorType::kQ8_0> {
   static constexpr ActFormat kAct = ActFormat::kQ8_0;
   static constexpr int kBlock = 32, kBlockBytes = sizeof(BlockQ8_0);
+  static constexpr int kLanes = 1;  // one lane per block
+  __device__ static float block_dot(const uint8_t* w, const uint8_t* a) {
+    return qref::dot_block_q8_0(*reinterpret_cast<const BlockQ8_0*>(w), *reinterpret_cast<const BlockQ8_0Act*>(a));
+  }
   __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
     return qref::vec_dot_q8_0(n, reinterpret_cast<const BlockQ8_0*>(w), reinterpret_cast<const BlockQ8_0Act*>(act));
   }
@@ -88,6 +98,18 @@ template <>
 struct TypeOps<TensorType::kQ2_K> {
   static constexpr ActFormat kAct = ActFormat::kQ8_K;
   static constexpr int kBlock = 256, kBlockBytes = sizeof(BlockQ2_K);
+  static constexpr int kLanes = 4;  // four lanes per super-block: sub-blocks 4s … 4s+3
+  using Isum = qref::KQuantIsums;
+  __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
+    return qref::q2_k_isums(*reinterpret_cast<const BlockQ2_K*>(w), *reinterpret_cast<const BlockQ8_K*>(a), 4 * s, 4 * s + 4);
+  }
+  __device__ static Isum add(Isum x, Isum y) { return {x.sc + y.sc, x.m + y.m}; }
+  __device__ static Isum shfl_xor(Isum x, int m) {
+    return {__shfl_xor_sync(0xffffffffu, x.sc, m), __shfl_xor_sync(0xffffffffu, x.m, m)};
+  }
+  __device__ static float finish(const uint8_t* w, const uint8_t* a, Isum s) {
+    return qref::q2_k_finish(*reinterpret_cast<const BlockQ2_K*>(w), *reinterpret_cast<const BlockQ8_K*>(a), s);
+  }
   __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
     return qref::vec_dot_q2_k(n, reinterpret_cast<const BlockQ2_K*>(w), reinterpret_cast<const BlockQ8_K*>(act));
   }
@@ -99,6 +121,18 @@ template <>
 struct TypeOps<TensorType::kQ4_K> {
   static constexpr ActFormat kAct = ActFormat::kQ8_K;
   static constexpr int kBlock = 256, kBlockBytes = sizeof(BlockQ4_K);
+  static constexpr int kLanes = 4;  // sub-blocks 2s, 2s+1
+  using Isum = qref::KQuantIsums;
+  __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
+    return qref::q4_k_isums(*reinterpret_cast<const BlockQ4_K*>(w), *reinterpret_cast<const BlockQ8_K*>(a), 2 * s, 2 * s + 2);
+  }
+  __device__ static Isum add(Isum x, Isum y) { return {x.sc + y.sc, x.m + y.m}; }
+  __device__ static Isum shfl_xor(Isum x, int m) {
+    return {__shfl_xor_sync(0xffffffffu, x.sc, m), __shfl_xor_sync(0xffffffffu, x.m, m)};
+  }
+  __device__ static float finish(const uint8_t* w, const uint8_t* a, Isum s) {
+    return qref::q4_k_finish(*reinterpret_cast<const BlockQ4_K*>(w), *reinterpret_cast<const BlockQ8_K*>(a), s);
+  }
   __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
     return qref::vec_dot_q4_k(n, reinterpret_cast<const BlockQ4_K*>(w), reinterpret_cast<const BlockQ8_K*>(act));
   }
@@ -110,6 +144,10 @@ template <>
 struct TypeOps<TensorType::kMXFP4> {
   static constexpr ActFormat kAct = ActFormat::kQ8_0;
   static constexpr int kBlock = 32, kBlockBytes = sizeof(BlockMxfp4);
+  static constexpr int kLanes = 1;
+  __device__ static float block_dot(const uint8_t* w, const uint8_t* a) {
+    return qref::dot_block_mxfp4(*reinterpret_cast<const BlockMxfp4*>(w), *reinterpret_cast<const BlockQ8_0Act*>(a));
+  }
   __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
     return qref::vec_dot_mxfp4(n, reinterpret_cast<const BlockMxfp4*>(w), reinterpret_cast<const BlockQ8_0Act*>(act));
   }
@@ -136,7 +174,18 @@ template <>
 struct TypeOps<TensorType::kIQ2_XXS> {
   static constexpr ActFormat kAct = ActFormat::kQ8_K;
   static constexpr int kBlock = 256, kBlockBytes = sizeof(BlockIq2Xxs);
+  static constexpr int kLanes = 4;  // groups 2s, 2s+1
   __device__ static qref::Iq2xxsTables tables() { return {d_iq2xxs.grid, d_iq2xxs.signs}; }
+  using Isum = int32_t;
+  __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
+    return qref::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a), tables(),
+                              2 * s, 2 * s + 2);
+  }
+  __device__ static Isum add(Isum x, Isum y) { return x + y; }
+  __device__ static Isum shfl_xor(Isum x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }
+  __device__ static float finish(const uint8_t* w, const uint8_t* a, Isum s) {
+    return qref::iq2_xxs_finish(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a), s);
+  }
   __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
     return qref::vec_dot_iq2_xxs(n, reinterpret_cast<const BlockIq2Xxs*>(w), reinterpret_cast<const BlockQ8_K*>(act),
                                  tables());
@@ -195,23 +244,80 @@ __global__ void act_quant_kernel(const float* x, int64_t x_stride, int64_t rows,
 
 // --- products ----------------------------------------------------------------------------------------
 
-template <typename Ops>
-__global__ void product_kernel(ProductArgs a) {
-  const int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (o >= a.out) return;
-  for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
+// One warp per weight row o and a tile of up to kTile activation rows (kTile = 1 when rows pick
+// experts: each row may use another matrix). Lane l holds partial[l] of numerics/accumulate.h for
+// every row of the tile and folds into it, in ascending order, exactly the items the scalar reference
+// puts there: float weights the fma of elements l, l+32, …; block types the values v_b of blocks
+// b ≡ l (mod 32). A block's v_b is computed by one lane (kLanes = 1) or by kLanes lanes that split its
+// exact integer sums and combine them with xor-shuffles (order-free integers) before the one float
+// finish; v_b is then shuffled to lane b mod 32. The warp's shuffle-down 16…1 is Partials32::reduce.
+constexpr int kProductWarps = 8;   // output rows per CTA
+constexpr int kProductTile = 8;    // activation rows per warp (dense products)
+
+template <typename Ops, int kTile>
+__device__ void product_rows(const ProductArgs& a, const uint8_t* w, int64_t r0, int nt, int64_t o, int lane) {
+  float p[kTile];
+  for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
+  const uint8_t* act[kTile];
+  for (int t = 0; t < kTile; ++t)
+    act[t] = static_cast<const uint8_t*>(a.act) + ((r0 + (t < nt ? t : 0)) / a.act_div) * a.act_stride;
+  if constexpr (Ops::kLanes == 0) {
+    for (int64_t i = lane; i < a.in; i += 32) {
+      const float wi = Ops::load(w, i);
+      for (int t = 0; t < kTile; ++t)
+        if (t < nt) p[t] = hd::fma(wi, reinterpret_cast<const float*>(act[t])[i], p[t]);
+    }
+  } else if constexpr (Ops::kLanes == 1) {
+    constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
+    const int64_t nb = a.in / Ops::kBlock;
+    for (int64_t b = lane; b < nb; b += 32)
+      for (int t = 0; t < kTile; ++t)
+        if (t < nt) p[t] = p[t] + Ops::block_dot(w + b * Ops::kBlockBytes, act[t] + b * kActBytes);
+  } else {
+    constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
+    constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
+    const int64_t nb = a.in / Ops::kBlock;
+    const int sub = lane % kL;
+    for (int64_t b0 = 0; b0 < nb; b0 += kPerChunk) {
+      const int64_t b = b0 + lane / kL;
+      const int rel = lane - static_cast<int>(b0 % 32);  // this lane's partial gets block b0 + rel
+      const bool mine = rel >= 0 && rel < kPerChunk && b0 + rel < nb;
+      for (int t = 0; t < kTile; ++t) {
+        if (t >= nt) break;  // nt is the same for the whole warp
+        typename Ops::Isum s{};
+        if (b < nb) s = Ops::part(w + b * Ops::kBlockBytes, act[t] + b * kActBytes, sub);
+        for (int m = 1; m < kL; m <<= 1) s = Ops::add(s, Ops::shfl_xor(s, m));
+        const float v = b < nb ? Ops::finish(w + b * Ops::kBlockBytes, act[t] + b * kActBytes, s) : 0.0f;
+        const float vb = __shfl_sync(0xffffffffu, v, mine ? rel * kL : 0);
+        if (mine) p[t] = p[t] + vb;
+      }
+    }
+  }
+  for (int t = 0; t < kTile; ++t) {
+    if (t >= nt) break;
+    float v = p[t];
+    for (int s = 16; s >= 1; s >>= 1) v = v + __shfl_down_sync(0xffffffffu, v, s);
+    if (lane == 0) a.y[(r0 + t) * a.y_stride + o] = v;
+  }
+}
+
+template <typename Ops, int kTile>
+__global__ void __launch_bounds__(32 * kProductWarps) product_kernel(ProductArgs a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t o = blockIdx.x * static_cast<int64_t>(kProductWarps) + threadIdx.x / 32;
+  if (o >= a.out) return;  // the whole warp leaves together
+  for (int64_t r0 = blockIdx.y * static_cast<int64_t>(kTile); r0 < a.rows; r0 += static_cast<int64_t>(gridDim.y) * kTile) {
+    const int nt = static_cast<int>(a.rows - r0 < kTile ? a.rows - r0 : kTile);
     const uint8_t* w = static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes;
-    float* y = a.y + r * a.y_stride + o;
-    if (a.ids != nullptr) {
-      const int32_t e = a.ids[(r / a.id_k) * a.id_stride + r % a.id_k];
+    if (a.ids != nullptr) {  // kTile == 1
+      const int32_t e = a.ids[(r0 / a.id_k) * a.id_stride + r0 % a.id_k];
       if (e < 0 || e >= a.n_expert) {
-        *y = nan_f32();
+        if (lane == 0) a.y[r0 * a.y_stride + o] = nan_f32();
         continue;
       }
       w += e * a.expert_bytes;
     }
-    const uint8_t* act = static_cast<const uint8_t*>(a.act) + (r / a.act_div) * a.act_stride;
-    *y = Ops::dot(a.in, w, act);
+    product_rows<Ops, kTile>(a, w, r0, nt, o, lane);
   }
 }
 
@@ -320,10 +426,16 @@ void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_
 
 void enqueue_product(CudaBackend& be, const ProductArgs& a) {
   if (a.rows <= 0 || a.out <= 0) return;
-  const dim3 grid(static_cast<unsigned>(blocks_for(a.out, kThreads)),
-                  static_cast<unsigned>(a.rows < kMaxGridY ? a.rows : kMaxGridY));
+  const bool tiled = a.ids == nullptr && a.rows > 1;
+  const int64_t tile = tiled ? kProductTile : 1;
+  const int64_t groups = (a.rows + tile - 1) / tile;
+  const dim3 grid(static_cast<unsigned>(blocks_for(a.out, kProductWarps)),
+                  static_cast<unsigned>(groups < kMaxGridY ? groups : kMaxGridY));
   const bool known = dispatch_type(a.type, [&](auto ops) {
-    product_kernel<decltype(ops)><<<grid, kThreads, 0, be.stream()>>>(a);
+    if (tiled)
+      product_kernel<decltype(ops), kProductTile><<<grid, 32 * kProductWarps, 0, be.stream()>>>(a);
+    else
+      product_kernel<decltype(ops), 1><<<grid, 32 * kProductWarps, 0, be.stream()>>>(a);
   });
   if (!known) {
     be.fail(unsupported("matmul: no CUDA kernels for type " + std::string(tensor_type_name(a.type))));

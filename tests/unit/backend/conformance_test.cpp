@@ -21,12 +21,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "conformance_harness.h"
 #include "conformance_ref.h"
+#include "sampling/sampler.h"
 
 namespace dsv4::conformance {
 namespace {
@@ -1384,6 +1387,53 @@ TEST_P(Conformance, Moe) {
 // ================================================================================================
 // errors: a type without kernels is a sticky error that end_step reports and clears
 // ================================================================================================
+
+// ================================================================================================
+// argmax (the greedy choice on the backend): sampling::argmax's rule is the reference
+// ================================================================================================
+
+struct ArgmaxCase {
+  std::string name;
+  int64_t n, V;
+  int values = 0;  // 0 normal, 1 few values (ties), 2 NaNs sprinkled, 3 all NaN / all -inf / +inf rows, 4 ±0
+};
+
+TEST_P(Conformance, Argmax) {
+  const std::vector<ArgmaxCase> cases = {
+      {"real_vocab", 3, 129280, 0}, {"ties", 4, 5000, 1},   {"nan_sprinkled", 3, 3001, 2},
+      {"degenerate_rows", 4, 777, 3}, {"signed_zeros", 2, 64, 4}, {"one_column", 5, 1, 0},
+      {"odd_width", 2, 1025, 1},
+  };
+  uint64_t seed = 1500;
+  for (const ArgmaxCase& c : cases) {
+    SCOPED_TRACE("argmax case " + c.name);
+    Ctx x(be());
+    Rng rng(++seed);
+    std::vector<float> l = rng.normals(c.n * c.V);
+    for (int64_t i = 0; i < c.n * c.V; ++i) {
+      if (c.values == 1) l[i] = static_cast<float>(rng.range(0, 3));
+      if (c.values == 2 && rng.range(0, 9) == 0) l[i] = std::nanf("");
+      if (c.values == 4) l[i] = rng.range(0, 1) ? 0.0f : -0.0f;
+    }
+    if (c.values == 3) {
+      const float inf = std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < c.V; ++i) {
+        l[i] = std::nanf("");                                   // row 0: all NaN → 0
+        l[c.V + i] = -inf;                                      // row 1: all −inf → 0
+        l[2 * c.V + i] = i % 3 == 0 ? std::nanf("") : -inf;     // row 2: NaN and −inf → first −inf
+        if (i == c.V / 2 || i == c.V - 1) l[3 * c.V + i] = inf;  // row 3: two +inf → the first
+      }
+    }
+    const Tensor lt = x.f32(l, c.V, c.n);
+    const Tensor ids = x.alloc(TensorType::kI32, c.n, 1);
+    if (!x.step([&] { be().argmax(lt, ids); })) continue;
+    std::vector<int32_t> ref(static_cast<size_t>(c.n));
+    for (int64_t t = 0; t < c.n; ++t)
+      ref[static_cast<size_t>(t)] = sampling::argmax(std::span<const float>(l.data() + t * c.V, static_cast<size_t>(c.V)));
+    EXPECT_TRUE(same_i32("argmax ids", ref, x.get<int32_t>(ids), c.n, 1));
+    count("argmax");
+  }
+}
 
 TEST_P(Conformance, UnsupportedTypeIsStickyError) {
   EXPECT_FALSE(be().supports(Op::kMatmul, TensorType::kQ4_0));
