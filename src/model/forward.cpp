@@ -241,7 +241,7 @@ Status Session::forward_step(std::span<const int32_t> tokens, const HeadOut& out
   const Ds4Shape& s = model_.shape();
   Activations& a = *act_;
   const int64_t n = static_cast<int64_t>(tokens.size()), p0 = pos_;
-  times_.tokens += n;
+  if (timing_) times_.tokens += n;  // phases are timed only while timing is on
   backend_.begin_step();
   {
     PhaseTimer timer(timed(), times_.embed);

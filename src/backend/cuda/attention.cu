@@ -348,20 +348,19 @@ __global__ void attn_count_kernel(AttnArgs a) {
   }
 }
 
-// S[t][h][j] = dot(q_h, key_j)·scale: one warp per (t, j), heads in turn.
+// S[t][h][j] = dot(q_h, key_j)·scale: one warp per (t, j, h), heads fastest (a CTA's warps share
+// the key row through L1).
 __global__ void attn_score_kernel(AttnArgs a) {
   const int lane = static_cast<int>(threadIdx.x & 31);
-  const int64_t total = a.n * a.maxk, warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  const int64_t total = a.n * a.maxk * a.H, warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); gw < total; gw += warps) {
-    const int64_t t = gw / a.maxk, j = gw % a.maxk;
+    const int64_t h = gw % a.H, tj = gw / a.H, t = tj / a.maxk, j = tj % a.maxk;
     const int64_t nc = a.ncomp[t], p = a.p0 + a.t0 + t, lo = raw_first(a, p), nraw = p - lo + 1;
     if (nc < 0 || j >= nraw + nc) continue;  // warp-uniform
     const float* key = attn_key(a, a.t0 + t, p, lo, nraw, j);
     const float* qt = row_ptr<float>(a.q, a.q_nb, a.t0 + t);
-    for (int64_t h = 0; h < a.H; ++h) {
-      const float l = rowops::warp_dot32(qt + h * a.d, key, a.d, lane) * a.scale;
-      if (lane == 0) a.S[(t * a.H + h) * a.maxk + j] = l;
-    }
+    const float l = rowops::warp_dot32(qt + h * a.d, key, a.d, lane) * a.scale;
+    if (lane == 0) a.S[(t * a.H + h) * a.maxk + j] = l;
   }
 }
 
@@ -406,19 +405,23 @@ __global__ void attn_out_kernel(AttnArgs a) {
       *out = quiet_nan();
       continue;
     }
-    const int64_t p = a.p0 + a.t0 + t, lo = raw_first(a, p);
+    const int64_t p = a.p0 + a.t0 + t, lo = raw_first(a, p), nraw = p - lo + 1, nk = nraw + nc;
     const float* P = a.S + th * a.maxk;
+    // The fma chain over keys j ascending; eight keys' loads are issued before their fmas.
+    constexpr int kUnroll = 8;
     float acc = 0.0f;
     int64_t j = 0;
-    for (int64_t pos = lo; pos <= p && pos < a.p0; ++pos, ++j)
-      acc = hd::fma(P[j], row_ptr<float>(a.ring, a.ring_nb, pos % a.W)[c], acc);
-    for (int64_t pos = lo > a.p0 ? lo : a.p0; pos <= p; ++pos, ++j)
-      acc = hd::fma(P[j], row_ptr<float>(a.kv, a.kv_nb, pos - a.p0)[c], acc);
-    const int32_t* ci = a.mode == 2 ? row_ptr<int32_t>(a.ci, a.ci_nb, a.t0 + t) : nullptr;
-    for (int64_t i = 0; i < nc; ++i, ++j) {
-      const int64_t w = ci != nullptr ? ci[i] : i;
-      acc = hd::fma(P[j], row_ptr<float>(a.comp, a.comp_nb, w)[c], acc);
+    for (; j + kUnroll <= nk; j += kUnroll) {
+      float pv[kUnroll], kv[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        pv[k] = P[j + k];
+        kv[k] = attn_key(a, a.t0 + t, p, lo, nraw, j + k)[c];
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) acc = hd::fma(pv[k], kv[k], acc);
     }
+    for (; j < nk; ++j) acc = hd::fma(P[j], attn_key(a, a.t0 + t, p, lo, nraw, j)[c], acc);
     *out = hd::div(acc, a.den[th]);
   }
 }
@@ -591,7 +594,7 @@ void CudaBackend::attention(const backend::AttentionArgs& a) {
     k.n = std::min(G, n - t0);
     attn_count_kernel<<<grid_for(k.n, 128), 128, 0, stream()>>>(k);
     check_launch("attn_count_kernel");
-    attn_score_kernel<<<grid_for(k.n * k.maxk, kWarpsPerBlock), kThreads, 0, stream()>>>(k);
+    attn_score_kernel<<<grid_for(k.n * k.maxk * k.H, kWarpsPerBlock), kThreads, 0, stream()>>>(k);
     check_launch("attn_score_kernel");
     attn_softmax_kernel<<<grid_for(k.n * H, kWarpsPerBlock), kThreads, 0, stream()>>>(k);
     check_launch("attn_softmax_kernel");

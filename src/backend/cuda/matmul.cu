@@ -7,6 +7,9 @@
 //   product:   grid (⌈out/128⌉, min(rows, 65535)), one thread per (o, r) computing the whole vec_dot of
 //              weight row o with activation row r in the type's reference order.
 //   embed:     one thread per (token, weight block) dequantizing the block into each copy.
+#include <cuda_fp16.h>
+
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -51,7 +54,14 @@ struct TypeOps<TensorType::kF32> {
   static constexpr ActFormat kAct = ActFormat::kF32;
   static constexpr int kBlock = 1, kBlockBytes = 4;
   static constexpr int kLanes = 0;  // element-wise fma (numerics/dot.h's order)
+  static constexpr int kVec = 4;     // elements per 16-byte load
   __device__ static float load(const uint8_t* w, int64_t i) { return qref::load_f32(w, i); }
+  __device__ static void unpack(const uint4& v, float* out) {
+    out[0] = __uint_as_float(v.x);
+    out[1] = __uint_as_float(v.y);
+    out[2] = __uint_as_float(v.z);
+    out[3] = __uint_as_float(v.w);
+  }
   __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
     return qref::vec_dot_f32(n, w, reinterpret_cast<const float*>(act));
   }
@@ -62,7 +72,21 @@ struct TypeOps<TensorType::kF16> {
   static constexpr ActFormat kAct = ActFormat::kF32;
   static constexpr int kBlock = 1, kBlockBytes = 2;
   static constexpr int kLanes = 0;
-  __device__ static float load(const uint8_t* w, int64_t i) { return qref::load_f16(w, i); }
+  static constexpr int kVec = 8;
+  // cvt.f32.f16: IEEE's exact widening, the same number as numerics/half.h's f16_to_f32 for every
+  // input (a NaN stays a NaN, the contract's rule); the bit-twiddling reference is a slow branchy
+  // path on the device.
+  __device__ static float from_bits(uint32_t h) { return __half2float(__ushort_as_half(static_cast<unsigned short>(h))); }
+  __device__ static float load(const uint8_t* w, int64_t i) {
+    return from_bits(*reinterpret_cast<const unsigned short*>(w + 2 * i));
+  }
+  __device__ static void unpack(const uint4& v, float* out) {
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    for (int k = 0; k < 4; ++k) {
+      out[2 * k] = from_bits(words[k] & 0xffffu);
+      out[2 * k + 1] = from_bits(words[k] >> 16);
+    }
+  }
   __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
     return qref::vec_dot_f16(n, w, reinterpret_cast<const float*>(act));
   }
@@ -73,7 +97,15 @@ struct TypeOps<TensorType::kBF16> {
   static constexpr ActFormat kAct = ActFormat::kF32;
   static constexpr int kBlock = 1, kBlockBytes = 2;
   static constexpr int kLanes = 0;
+  static constexpr int kVec = 8;
   __device__ static float load(const uint8_t* w, int64_t i) { return qref::load_bf16(w, i); }
+  __device__ static void unpack(const uint4& v, float* out) {
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    for (int k = 0; k < 4; ++k) {
+      out[2 * k] = __uint_as_float(words[k] << 16);
+      out[2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
+    }
+  }
   __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
     return qref::vec_dot_bf16(n, w, reinterpret_cast<const float*>(act));
   }
@@ -211,35 +243,91 @@ bool dispatch_type(TensorType type, F&& f) {
   }
 }
 
-// --- activation quantizers (one thread per block) ---------------------------------------------------
+// --- activation quantizers ------------------------------------------------------------------------
 
-// ActOps<F>: kBlock, kBytes, quantize(src, dst) for one block (quant_ref.h's quantizers).
+// ActOps<F>::kBytes: bytes of one activation block (numerics/blocks.h).
 template <ActFormat F>
 struct ActOps;
-
 template <>
 struct ActOps<ActFormat::kQ8_0> {
-  static constexpr int kBlock = 32, kBytes = sizeof(BlockQ8_0Act);
-  __device__ static void quantize(const float* x, uint8_t* dst) {
-    qref::quantize_act_q8_0_block(x, reinterpret_cast<BlockQ8_0Act*>(dst));
-  }
+  static constexpr int kBytes = sizeof(BlockQ8_0Act);
 };
 template <>
 struct ActOps<ActFormat::kQ8_K> {
-  static constexpr int kBlock = 256, kBytes = sizeof(BlockQ8_K);
-  __device__ static void quantize(const float* x, uint8_t* dst) {
-    qref::quantize_act_q8_k_block(x, reinterpret_cast<BlockQ8_K*>(dst));
-  }
+  static constexpr int kBytes = sizeof(BlockQ8_K);
 };
 
-template <ActFormat F>
-__global__ void act_quant_kernel(const float* x, int64_t x_stride, int64_t rows, int64_t n, uint8_t* dst) {
-  using A = ActOps<F>;
-  const int64_t per_row = n / A::kBlock;
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= rows * per_row) return;
-  const int64_t r = i / per_row, b = i % per_row;
-  A::quantize(x + r * x_stride + b * A::kBlock, dst + r * (per_row * A::kBytes) + b * A::kBytes);
+// One warp per activation block (numerics/quant_ref.h's quantize_act_q8_0_block and
+// quantize_act_q8_k_block, which one thread per block would walk serially: a decode row of 4096 is
+// then 16 threads of 256 elements each). Same bits: the block's max is an order-free
+// reduction once ties carry their index (Q8_K keeps the first element of largest magnitude), the
+// per-element rounding is the reference's, and bsums are exact integer sums.
+__global__ void act_quant_q8_0_warp_kernel(const float* x, int64_t x_stride, int64_t rows, int64_t n, uint8_t* dst) {
+  const int lane = threadIdx.x & 31;
+  const int64_t per_row = n / 32;
+  const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  if (gw >= rows * per_row) return;
+  const int64_t r = gw / per_row, b = gw % per_row;
+  const float v = qref::finite_or_zero(x[r * x_stride + b * 32 + lane]);
+  float amax = qref::f32_abs(v);
+  for (int m = 16; m >= 1; m >>= 1) amax = qref::fmax_c(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+  const float d = hd::div(amax, 127.0f);
+  const float id = d != 0.0f ? hd::div(1.0f, d) : 0.0f;
+  auto* out = reinterpret_cast<BlockQ8_0Act*>(dst + r * (per_row * static_cast<int64_t>(sizeof(BlockQ8_0Act))) +
+                                              b * static_cast<int64_t>(sizeof(BlockQ8_0Act)));
+  float q = qref::round_half_away(v * id);
+  q = qref::fmin_c(127.0f, qref::fmax_c(-127.0f, q));
+  out->qs[lane] = static_cast<int8_t>(q);
+  if (lane == 0) out->d = d;
+}
+
+__global__ void act_quant_q8_k_warp_kernel(const float* x, int64_t x_stride, int64_t rows, int64_t n, uint8_t* dst) {
+  const int lane = threadIdx.x & 31;
+  const int64_t per_row = n / 256;
+  const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  if (gw >= rows * per_row) return;
+  const int64_t r = gw / per_row, b = gw % per_row;
+  const float* xb = x + r * x_stride + b * 256 + lane * 8;
+  float v[8];
+  float amax = 0.0f, max = 0.0f;
+  int at = 256;
+  for (int k = 0; k < 8; ++k) {
+    v[k] = qref::finite_or_zero(xb[k]);
+    const float ax = qref::f32_abs(v[k]);
+    if (ax > amax) {
+      amax = ax;
+      max = v[k];
+      at = lane * 8 + k;
+    }
+  }
+  for (int m = 16; m >= 1; m >>= 1) {
+    const float o_amax = __shfl_xor_sync(0xffffffffu, amax, m), o_max = __shfl_xor_sync(0xffffffffu, max, m);
+    const int o_at = __shfl_xor_sync(0xffffffffu, at, m);
+    if (o_amax > amax || (o_amax == amax && o_at < at)) {
+      amax = o_amax;
+      max = o_max;
+      at = o_at;
+    }
+  }
+  auto* out = reinterpret_cast<BlockQ8_K*>(dst + r * (per_row * static_cast<int64_t>(sizeof(BlockQ8_K))) +
+                                           b * static_cast<int64_t>(sizeof(BlockQ8_K)));
+  if (amax == 0.0f) {
+    for (int k = 0; k < 8; ++k) out->qs[lane * 8 + k] = 0;
+    if (lane < 16) out->bsums[lane] = 0;
+    if (lane == 0) out->d = 0.0f;
+    return;
+  }
+  const float iscale = hd::div(-127.0f, max);
+  int sum = 0;
+  for (int k = 0; k < 8; ++k) {
+    float q = static_cast<float>(hd::round_even(static_cast<double>(iscale * v[k])));
+    q = qref::fmin_c(127.0f, qref::fmax_c(-128.0f, q));
+    out->qs[lane * 8 + k] = static_cast<int8_t>(q);
+    sum += static_cast<int>(static_cast<int8_t>(q));
+  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);  // lanes 2k, 2k+1 hold sub-block k
+  if ((lane & 1) == 0) out->bsums[lane / 2] = static_cast<int16_t>(sum);
+  if (lane == 0) out->d = hd::div(1.0f, iscale);
 }
 
 // --- products ----------------------------------------------------------------------------------------
@@ -261,15 +349,10 @@ __device__ void product_rows(const ProductArgs& a, const uint8_t* w, int64_t r0,
   const uint8_t* act[kTile];
   for (int t = 0; t < kTile; ++t)
     act[t] = static_cast<const uint8_t*>(a.act) + ((r0 + (t < nt ? t : 0)) / a.act_div) * a.act_stride;
-  if constexpr (Ops::kLanes == 0) {
-    for (int64_t i = lane; i < a.in; i += 32) {
-      const float wi = Ops::load(w, i);
-      for (int t = 0; t < kTile; ++t)
-        if (t < nt) p[t] = hd::fma(wi, reinterpret_cast<const float*>(act[t])[i], p[t]);
-    }
-  } else if constexpr (Ops::kLanes == 1) {
+  if constexpr (Ops::kLanes == 1) {
     constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
     const int64_t nb = a.in / Ops::kBlock;
+#pragma unroll 4
     for (int64_t b = lane; b < nb; b += 32)
       for (int t = 0; t < kTile; ++t)
         if (t < nt) p[t] = p[t] + Ops::block_dot(w + b * Ops::kBlockBytes, act[t] + b * kActBytes);
@@ -301,23 +384,93 @@ __device__ void product_rows(const ProductArgs& a, const uint8_t* w, int64_t r0,
   }
 }
 
+// Float weights (kLanes == 0): the CTA stages kStage columns of its activation rows in shared memory
+// and each warp its weight row's kStage elements (all loads issued before any fma), then lane l runs
+// its fma chain over elements l, l+32, … of the chunk: the order of numerics/dot.h, fed at bandwidth
+// rather than one memory latency per element.
+constexpr int kStage = 512;
+
 template <typename Ops, int kTile>
-__global__ void __launch_bounds__(32 * kProductWarps) product_kernel(ProductArgs a) {
-  const int lane = threadIdx.x & 31;
-  const int64_t o = blockIdx.x * static_cast<int64_t>(kProductWarps) + threadIdx.x / 32;
-  if (o >= a.out) return;  // the whole warp leaves together
+__device__ void product_float_rows(const ProductArgs& a, int64_t o, int warp, int lane) {
+  __shared__ float xs[kTile][kStage];
+  __shared__ float ws[kProductWarps][kStage];
   for (int64_t r0 = blockIdx.y * static_cast<int64_t>(kTile); r0 < a.rows; r0 += static_cast<int64_t>(gridDim.y) * kTile) {
     const int nt = static_cast<int>(a.rows - r0 < kTile ? a.rows - r0 : kTile);
-    const uint8_t* w = static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes;
-    if (a.ids != nullptr) {  // kTile == 1
+    const uint8_t* w = o < a.out ? static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes : nullptr;
+    if (w != nullptr && a.ids != nullptr) {  // kTile == 1
       const int32_t e = a.ids[(r0 / a.id_k) * a.id_stride + r0 % a.id_k];
       if (e < 0 || e >= a.n_expert) {
         if (lane == 0) a.y[r0 * a.y_stride + o] = nan_f32();
-        continue;
+        w = nullptr;
+      } else {
+        w += e * a.expert_bytes;
       }
-      w += e * a.expert_bytes;
     }
-    product_rows<Ops, kTile>(a, w, r0, nt, o, lane);
+    float p[kTile];
+    for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
+    for (int64_t c0 = 0; c0 < a.in; c0 += kStage) {
+      const int len = static_cast<int>(a.in - c0 < kStage ? a.in - c0 : kStage);
+      // 16-byte loads where the rows allow (whole chunks of aligned rows), else element loads.
+      for (int t = 0; t < nt; ++t) {
+        const float* x = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.act) +
+                                                        ((r0 + t) / a.act_div) * a.act_stride) + c0;
+        if (len == kStage && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+          for (int q = threadIdx.x; q < kStage / 4; q += blockDim.x)
+            *reinterpret_cast<float4*>(&xs[t][4 * q]) = __ldg(reinterpret_cast<const float4*>(x) + q);
+        } else {
+          for (int j = threadIdx.x; j < len; j += blockDim.x) xs[t][j] = x[j];
+        }
+      }
+      if (w != nullptr) {
+        const uint8_t* src = w + c0 * Ops::kBlockBytes;
+        if (len == kStage && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
+          for (int q = lane; q < kStage / Ops::kVec; q += 32)
+            Ops::unpack(__ldg(reinterpret_cast<const uint4*>(src) + q), &ws[warp][Ops::kVec * q]);
+        } else {
+          for (int j = lane; j < len; j += 32) ws[warp][j] = Ops::load(w, c0 + j);
+        }
+      }
+      __syncthreads();
+      if (w != nullptr)
+        for (int j = lane; j < len; j += 32) {
+          const float wj = ws[warp][j];
+          for (int t = 0; t < kTile; ++t)
+            if (t < nt) p[t] = hd::fma(wj, xs[t][j], p[t]);
+        }
+      __syncthreads();
+    }
+    if (w == nullptr) continue;
+    for (int t = 0; t < kTile; ++t) {
+      if (t >= nt) break;
+      float v = p[t];
+      for (int s = 16; s >= 1; s >>= 1) v = v + __shfl_down_sync(0xffffffffu, v, s);
+      if (lane == 0) a.y[(r0 + t) * a.y_stride + o] = v;
+    }
+  }
+}
+
+template <typename Ops, int kTile>
+__global__ void __launch_bounds__(32 * kProductWarps) product_kernel(ProductArgs a) {
+  const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t o = blockIdx.x * static_cast<int64_t>(kProductWarps) + warp;
+  if constexpr (Ops::kLanes == 0) {
+    product_float_rows<Ops, kTile>(a, o, warp, lane);  // every warp takes part in the staging
+  } else {
+    if (o >= a.out) return;  // the whole warp leaves together
+    for (int64_t r0 = blockIdx.y * static_cast<int64_t>(kTile); r0 < a.rows;
+         r0 += static_cast<int64_t>(gridDim.y) * kTile) {
+      const int nt = static_cast<int>(a.rows - r0 < kTile ? a.rows - r0 : kTile);
+      const uint8_t* w = static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes;
+      if (a.ids != nullptr) {  // kTile == 1
+        const int32_t e = a.ids[(r0 / a.id_k) * a.id_stride + r0 % a.id_k];
+        if (e < 0 || e >= a.n_expert) {
+          if (lane == 0) a.y[r0 * a.y_stride + o] = nan_f32();
+          continue;
+        }
+        w += e * a.expert_bytes;
+      }
+      product_rows<Ops, kTile>(a, w, r0, nt, o, lane);
+    }
   }
 }
 
@@ -408,20 +561,20 @@ Status check_product(TensorType type, int64_t n) {
 
 void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_t x_stride, int64_t rows, int64_t n,
                        void* dst) {
-  const int64_t items = rows * (n / act_block(format));
+  const int64_t items = rows * (n / act_block(format));  // blocks: one warp each
   if (items <= 0 || format == ActFormat::kF32) return;
-  const auto grid = static_cast<unsigned>(blocks_for(items, kThreads));
+  const auto grid = static_cast<unsigned>(blocks_for(items * 32, kThreads));
   auto* out = static_cast<uint8_t*>(dst);
   switch (format) {
     case ActFormat::kQ8_0:
-      act_quant_kernel<ActFormat::kQ8_0><<<grid, kThreads, 0, be.stream()>>>(x, x_stride, rows, n, out);
+      act_quant_q8_0_warp_kernel<<<grid, kThreads, 0, be.stream()>>>(x, x_stride, rows, n, out);
       break;
     case ActFormat::kQ8_K:
-      act_quant_kernel<ActFormat::kQ8_K><<<grid, kThreads, 0, be.stream()>>>(x, x_stride, rows, n, out);
+      act_quant_q8_k_warp_kernel<<<grid, kThreads, 0, be.stream()>>>(x, x_stride, rows, n, out);
       break;
     default: return;
   }
-  be.check_launch("act_quant_kernel");
+  be.check_launch("act_quant_warp_kernel");
 }
 
 void enqueue_product(CudaBackend& be, const ProductArgs& a) {

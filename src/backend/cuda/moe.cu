@@ -59,13 +59,24 @@ struct RouteK {
 
 __device__ inline float route_score(const float* lt, int64_t e) { return hd::sqrt(det::softplus(lt[e])); }
 
-__global__ void route_kernel(RouteK r) {
-  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (t >= r.n) return;
+// One CTA of kRouteThreads per token: scores s_e and selection values into shared memory (thread e
+// for e ≡ threadIdx.x), then K rounds of a CTA arg-best under ranks_before (a strict total order:
+// any tree gives the CPU's partial_sort pick), then thread 0 the sequential sum and the weights.
+constexpr int kRouteThreads = 256;
+constexpr int kRouteMaxE = 1024;
+
+__global__ void __launch_bounds__(kRouteThreads) route_kernel(RouteK r) {
+  __shared__ float s_score[kRouteMaxE], s_sel[kRouteMaxE];
+  __shared__ bool s_taken[kRouteMaxE];
+  __shared__ float b_sel[kRouteThreads];
+  __shared__ int32_t b_id[kRouteThreads];
+  const int64_t t = blockIdx.x;
   const float* lt = r.logits + t * r.l_stride;
   int32_t* id = r.ids + t * r.i_stride;
   float* wt = r.weights + t * r.w_stride;
+  const int tid = static_cast<int>(threadIdx.x);
   if (r.tid2eid != nullptr) {
+    if (tid != 0) return;
     const int32_t tok = r.tokens[t];
     bool bad = tok < 0 || tok >= r.vocab;
     if (!bad) {
@@ -83,30 +94,53 @@ __global__ void route_kernel(RouteK r) {
       }
       return;
     }
-  } else {
-    int64_t prev = -1;
-    float prev_sel = 0.0f;
-    for (int64_t k = 0; k < r.K; ++k) {
-      int64_t best = -1;
-      float best_sel = 0.0f;
-      for (int64_t e = 0; e < r.E; ++e) {
-        const float s = route_score(lt, e);
-        const float sel = r.bias != nullptr ? s + r.bias[e] : s;
-        if (prev >= 0 && !ranks_before(prev_sel, prev, sel, e)) continue;  // already picked
-        if (best < 0 || ranks_before(sel, e, best_sel, best)) {
-          best = e;
-          best_sel = sel;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < r.K; ++i) sum += route_score(lt, id[i]);
+    for (int64_t i = 0; i < r.K; ++i) {
+      const float w = route_score(lt, id[i]);
+      wt[i] = (r.norm ? hd::div(w, sum + 1e-20f) : w) * r.scale;
+    }
+    return;
+  }
+  for (int64_t e = tid; e < r.E; e += kRouteThreads) {
+    const float sc = route_score(lt, e);
+    s_score[e] = sc;
+    s_sel[e] = r.bias != nullptr ? sc + r.bias[e] : sc;
+    s_taken[e] = false;
+  }
+  __syncthreads();
+  for (int64_t k = 0; k < r.K; ++k) {
+    int32_t best = -1;
+    float best_sel = 0.0f;
+    for (int64_t e = tid; e < r.E; e += kRouteThreads)
+      if (!s_taken[e] && (best < 0 || ranks_before(s_sel[e], e, best_sel, best))) {
+        best = static_cast<int32_t>(e);
+        best_sel = s_sel[e];
+      }
+    b_sel[tid] = best_sel;
+    b_id[tid] = best;
+    __syncthreads();
+    for (int st = kRouteThreads / 2; st >= 1; st >>= 1) {
+      if (tid < st) {
+        const int32_t o = b_id[tid + st];
+        if (o >= 0 && (b_id[tid] < 0 || ranks_before(b_sel[tid + st], o, b_sel[tid], b_id[tid]))) {
+          b_id[tid] = o;
+          b_sel[tid] = b_sel[tid + st];
         }
       }
-      id[k] = static_cast<int32_t>(best);
-      prev = best;
-      prev_sel = best_sel;
+      __syncthreads();
     }
+    if (tid == 0) {
+      id[k] = b_id[0];
+      if (b_id[0] >= 0) s_taken[b_id[0]] = true;
+    }
+    __syncthreads();
   }
+  if (tid != 0) return;
   float sum = 0.0f;
-  for (int64_t i = 0; i < r.K; ++i) sum += route_score(lt, id[i]);
+  for (int64_t i = 0; i < r.K; ++i) sum += s_score[id[i]];
   for (int64_t i = 0; i < r.K; ++i) {
-    const float w = route_score(lt, id[i]);
+    const float w = s_score[id[i]];
     wt[i] = (r.norm ? hd::div(w, sum + 1e-20f) : w) * r.scale;
   }
 }
@@ -171,7 +205,12 @@ void CudaBackend::route(const backend::RouteArgs& r) {
   k.w_stride = r.weights.nb[1] / 4;
   k.norm = r.norm;
   k.scale = r.scale;
-  route_kernel<<<grid_for(n), kThreads, 0, stream()>>>(k);
+  if (!hash && E > kRouteMaxE) {
+    fail(invalid_argument("route: " + std::to_string(E) + " experts; the CUDA router handles at most " +
+                          std::to_string(kRouteMaxE)));
+    return;
+  }
+  route_kernel<<<static_cast<unsigned>(n), kRouteThreads, 0, stream()>>>(k);
   check_launch("route_kernel");
 }
 

@@ -18,6 +18,7 @@ namespace dsv4::cuda {
 
 using backend::Tensor;
 using rowops::grid_for;
+using rowops::kFullMask;
 using rowops::row_ptr;
 
 namespace {
@@ -42,6 +43,44 @@ __global__ void rms_norm_kernel(const void* x, int64_t x_nb, const float* w, flo
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); r < rows; r += warps)
     rowops::warp_rms_norm_row(row_ptr<float>(x, x_nb, r), n, w, eps, row_ptr<float>(y, y_nb, r), lane);
+}
+
+// One CTA per long row (n ≥ kRmsBlockMin): the CTA stages kRmsStage floats at a time in shared memory
+// (all loads in flight), warp 0 runs warp_dot32's lane chains over them, then every thread writes its
+// share of y. Bits of warp_rms_norm_row; a warp alone streaming 16384 floats was latency-bound.
+constexpr int kRmsStage = 2048;
+constexpr int64_t kRmsBlockMin = 2048;
+
+__global__ void rms_norm_block_kernel(const void* x, int64_t x_nb, const float* w, float eps, void* y, int64_t y_nb,
+                                      int64_t rows, int64_t n) {
+  __shared__ float xs[kRmsStage];
+  __shared__ float inv_s;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = row_ptr<float>(x, x_nb, r);
+    float* yr = row_ptr<float>(y, y_nb, r);
+    float p = 0.0f;
+    for (int64_t c0 = 0; c0 < n; c0 += kRmsStage) {
+      const int len = static_cast<int>(n - c0 < kRmsStage ? n - c0 : kRmsStage);
+      for (int j = tid; j < len; j += blockDim.x) xs[j] = xr[c0 + j];
+      __syncthreads();
+      if (tid < 32)
+        for (int j = lane; j < len; j += 32) p = hd::fma(xs[j], xs[j], p);
+      __syncthreads();
+    }
+    if (tid < 32) {
+      const float ss = rowops::warp_tree(p);
+      if (lane == 0) inv_s = hd::div(1.0f, hd::sqrt(hd::div(ss, static_cast<float>(n)) + eps));
+    }
+    __syncthreads();
+    const float inv = inv_s;
+    if (w != nullptr) {
+      for (int64_t i = tid; i < n; i += blockDim.x) yr[i] = (xr[i] * inv) * w[i];
+    } else {
+      for (int64_t i = tid; i < n; i += blockDim.x) yr[i] = xr[i] * inv;
+    }
+    __syncthreads();  // inv_s and xs are reused by the next row
+  }
 }
 
 // --- rope -----------------------------------------------------------------------------------------
@@ -105,6 +144,42 @@ __global__ void hc_pre_mix_kernel(const void* mix, int64_t mix_nb, const float* 
   }
 }
 
+// hc_pre_mix_kernel on one warp per token for hc·hc ≤ 32: lane (i, j) = i·hc + j holds C[i][j]; every
+// sum, max and division is the single-thread kernel's, in its order (each lane gathers the hc values
+// of its row or column by shuffles and folds them in index order).
+__global__ void hc_pre_mix_warp_kernel(const void* mix, int64_t mix_nb, const float* scale3, const float* base,
+                                       float eps, int64_t iters, int64_t n, int hc, void* post, int64_t post_nb,
+                                       void* comb, int64_t comb_nb) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int64_t t = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  if (t >= n) return;
+  const float* m = row_ptr<float>(mix, mix_nb, t);
+  const int cells = hc * hc;
+  const bool live = lane < cells;
+  const int i = live ? lane / hc : 0, j = live ? lane % hc : 0;
+  if (lane < hc) row_ptr<float>(post, post_nb, t)[lane] = 2.0f * det::sigmoid(m[hc + lane] * scale3[1] + base[hc + lane]);
+  // Row softmax (+eps).
+  float r = live ? m[2 * hc + lane] * scale3[2] + base[2 * hc + lane] : 0.0f;
+  float mx = -hd::f32_from_bits(0x7f800000u);
+  for (int k = 0; k < hc; ++k) mx = std_max(mx, __shfl_sync(kFullMask, r, i * hc + k));
+  r = det::exp(r - mx);
+  float sum = 0.0f;
+  for (int k = 0; k < hc; ++k) sum = sum + __shfl_sync(kFullMask, r, i * hc + k);
+  float c = hd::div(r, sum) + eps;
+  // Column norm, then (iters − 1) × (row norm, column norm).
+  for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {
+    if (it > 0) {
+      float s = 0.0f;
+      for (int k = 0; k < hc; ++k) s = s + __shfl_sync(kFullMask, c, i * hc + k);
+      c = hd::div(c, s + eps);
+    }
+    float s = 0.0f;
+    for (int k = 0; k < hc; ++k) s = s + __shfl_sync(kFullMask, c, k * hc + j);
+    c = hd::div(c, s + eps);
+  }
+  if (live) row_ptr<float>(comb, comb_nb, t)[lane] = c;
+}
+
 // y[t][c] = Σ_i pre_i·X[t][i·D + c] (fma chain, i ascending from 0), pre_i = σ(mix[t][i]·s0 + base_i) + eps.
 // hc_pre's collapse and hc_head.
 __global__ void hc_collapse_kernel(const void* mix, int64_t mix_nb, const float* scale0, const float* base, float eps,
@@ -152,8 +227,14 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Te
     return;
   }
   if (rows <= 0) return;
-  rms_norm_kernel<<<grid_for(rows, kWarpsPerBlock), kThreads, 0, stream()>>>(
-      x.data, x.nb[1], w.valid() ? static_cast<const float*>(w.data) : nullptr, eps, y.data, y.nb[1], rows, n);
+  const float* wp = w.valid() ? static_cast<const float*>(w.data) : nullptr;
+  if (n >= kRmsBlockMin) {
+    rms_norm_block_kernel<<<grid_for(rows, 1), kThreads, 0, stream()>>>(x.data, x.nb[1], wp, eps, y.data, y.nb[1], rows, n);
+    check_launch("rms_norm_block_kernel");
+    return;
+  }
+  rms_norm_kernel<<<grid_for(rows, kWarpsPerBlock), kThreads, 0, stream()>>>(x.data, x.nb[1], wp, eps, y.data, y.nb[1],
+                                                                            rows, n);
   check_launch("rms_norm_kernel");
 }
 
@@ -187,9 +268,16 @@ void CudaBackend::hc_pre(const Tensor& mix_t, const Tensor& scale_t, const Tenso
   if (n <= 0) return;
   const float* scale3 = static_cast<const float*>(scale_t.data);
   const float* base = static_cast<const float*>(base_t.data);
-  hc_pre_mix_kernel<<<grid_for(n, 64), 64, 0, stream()>>>(mix_t.data, mix_t.nb[1], scale3, base, eps, iters, n, hc,
-                                                          post.data, post.nb[1], comb.data, comb.nb[1]);
-  check_launch("hc_pre_mix_kernel");
+  if (hc * hc <= 32) {
+    hc_pre_mix_warp_kernel<<<grid_for(n, kWarpsPerBlock), kThreads, 0, stream()>>>(
+        mix_t.data, mix_t.nb[1], scale3, base, eps, iters, n, static_cast<int>(hc), post.data, post.nb[1], comb.data,
+        comb.nb[1]);
+    check_launch("hc_pre_mix_warp_kernel");
+  } else {
+    hc_pre_mix_kernel<<<grid_for(n, 64), 64, 0, stream()>>>(mix_t.data, mix_t.nb[1], scale3, base, eps, iters, n, hc,
+                                                            post.data, post.nb[1], comb.data, comb.nb[1]);
+    check_launch("hc_pre_mix_kernel");
+  }
   if (D <= 0) return;
   hc_collapse_kernel<<<grid_for(n * D, kThreads), kThreads, 0, stream()>>>(mix_t.data, mix_t.nb[1], scale3, base, eps,
                                                                           X.data, X.nb[1], n, hc, D, x.data, x.nb[1]);

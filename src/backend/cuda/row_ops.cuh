@@ -37,9 +37,23 @@ __device__ __forceinline__ float warp_tree(float p) {
 }
 
 // dsv4::dot_f32(n, a, b) on one warp (every lane calls it; every lane gets the result).
+// Eight elements of the lane's fma chain are loaded before their fmas: independent loads in flight
+// (one warp over a long row is otherwise one memory latency per element); the chain stays in order.
 __device__ __forceinline__ float warp_dot32(const float* a, const float* b, int64_t n, int lane) {
+  constexpr int kUnroll = 8;
   float p = 0.0f;
-  for (int64_t i = lane; i < n; i += 32) p = hd::fma(a[i], b[i], p);
+  int64_t i = lane;
+  for (; i + 32 * (kUnroll - 1) < n; i += 32 * kUnroll) {
+    float av[kUnroll], bv[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      av[k] = a[i + 32 * k];
+      bv[k] = b[i + 32 * k];
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) p = hd::fma(av[k], bv[k], p);
+  }
+  for (; i < n; i += 32) p = hd::fma(a[i], b[i], p);
   return warp_tree(p);
 }
 
