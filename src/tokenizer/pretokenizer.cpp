@@ -8,90 +8,109 @@
 namespace dsv4::tokenizer {
 namespace {
 
-using Cps = std::vector<uint32_t>;
+// One subject's worth of matching over valid UTF-8, by byte offsets. Code points are decoded on
+// the fly (no per-call buffers: a 5 MB prompt would otherwise need ~60 MB of them).
+struct Scanner {
+  std::string_view text;
+  const uint8_t* classes;  // unicode_class_table()
 
-bool has(uint32_t cp, uint8_t bits) { return (unicode_classes(cp) & bits) != 0; }
-bool is_letter_or_mark(uint32_t cp) { return has(cp, kUnicodeLetter | kUnicodeMark); }
-bool is_punct_or_symbol(uint32_t cp) { return has(cp, kUnicodePunctuation | kUnicodeSymbol); }
-bool is_space(uint32_t cp) { return has(cp, kUnicodeWhiteSpace); }
-bool is_cr_lf(uint32_t cp) { return cp == '\r' || cp == '\n'; }
-bool is_ascii_letter(uint32_t cp) { return (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z'); }
-// P3's first class: !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~
-bool is_ascii_punct(uint32_t cp) {
-  return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
-         (cp >= 0x7B && cp <= 0x7E);
-}
-// P2: [一-龥぀-ゟ゠-ヿ]
-bool is_cjk(uint32_t cp) { return (cp >= 0x4E00 && cp <= 0x9FA5) || (cp >= 0x3040 && cp <= 0x30FF); }
+  // The code point at byte i and its length.
+  uint32_t at(size_t i, size_t* len) const {
+    const auto b0 = static_cast<uint8_t>(text[i]);
+    if (b0 < 0x80) {
+      *len = 1;
+      return b0;
+    }
+    size_t j = i;
+    const uint32_t cp = next_codepoint(text, j);
+    *len = j - i;
+    return cp;
+  }
+  bool has(uint32_t cp, uint8_t bits) const { return cp < kUnicodeCodePoints && (classes[cp] & bits) != 0; }
+  bool letter_or_mark(uint32_t cp) const { return has(cp, kUnicodeLetter | kUnicodeMark); }
+  bool punct_or_symbol(uint32_t cp) const { return has(cp, kUnicodePunctuation | kUnicodeSymbol); }
+  bool space(uint32_t cp) const { return has(cp, kUnicodeWhiteSpace); }
+  static bool cr_lf(uint32_t cp) { return cp == '\r' || cp == '\n'; }
+  static bool ascii_letter(uint32_t cp) { return (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z'); }
+  // P3's first class: !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~
+  static bool ascii_punct(uint32_t cp) {
+    return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
+           (cp >= 0x7B && cp <= 0x7E);
+  }
+  // P2: [一-龥぀-ゟ゠-ヿ]
+  static bool cjk(uint32_t cp) { return (cp >= 0x4E00 && cp <= 0x9FA5) || (cp >= 0x3040 && cp <= 0x30FF); }
 
-// End of the P1 match at i, or i when none: up to three numbers.
-size_t match_numbers(const Cps& c, size_t i, size_t e) {
-  size_t j = i;
-  while (j < e && j - i < 3 && has(c[j], kUnicodeNumber)) ++j;
-  return j;
-}
-
-size_t match_cjk(const Cps& c, size_t i, size_t e) {
-  size_t j = i;
-  while (j < e && is_cjk(c[j])) ++j;
-  return j;
-}
-
-// End of the P3 match at i within the subject [.., e), or i when no alternative matches here.
-size_t match_words(const Cps& c, size_t i, size_t e) {
-  const uint32_t cp = c[i];
-  // A1 [ASCII punct][A-Za-z]+
-  if (is_ascii_punct(cp) && i + 1 < e && is_ascii_letter(c[i + 1])) {
-    size_t j = i + 1;
-    while (j < e && is_ascii_letter(c[j])) ++j;
+  // Extends j over code points satisfying pred, up to e.
+  template <typename Pred>
+  size_t run(size_t j, size_t e, Pred pred) const {
+    size_t len = 0;
+    while (j < e && pred(at(j, &len))) j += len;
     return j;
   }
-  // A2 [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
-  {
-    size_t j = i;
-    if (!is_cr_lf(cp) && !has(cp, kUnicodeLetter | kUnicodePunctuation | kUnicodeSymbol) && i + 1 < e &&
-        is_letter_or_mark(c[i + 1])) {
-      j = i + 1;  // the optional char, then the run
-    }
-    if (is_letter_or_mark(c[j])) {
-      while (j < e && is_letter_or_mark(c[j])) ++j;
-      return j;
-    }
+
+  // End of the P1 match at i (up to three numbers), or i when none.
+  size_t match_numbers(size_t i, size_t e) const {
+    size_t j = i, len = 0;
+    for (int k = 0; k < 3 && j < e && has(at(j, &len), kUnicodeNumber); ++k) j += len;
+    return j;
   }
-  // A3 ' '?[\p{P}\p{S}]+[\r\n]*
-  {
-    size_t j = cp == ' ' ? i + 1 : i;
-    if (j < e && is_punct_or_symbol(c[j])) {
-      while (j < e && is_punct_or_symbol(c[j])) ++j;
-      while (j < e && is_cr_lf(c[j])) ++j;
-      return j;
+
+  size_t match_cjk(size_t i, size_t e) const { return run(i, e, cjk); }
+
+  // End of the P3 match at i within the subject [.., e), or i when no alternative matches here.
+  size_t match_words(size_t i, size_t e) const {
+    size_t len = 0;
+    const uint32_t cp = at(i, &len);
+    const size_t after = i + len;
+    size_t next_len = 0;
+    const uint32_t next = after < e ? at(after, &next_len) : 0xFFFFFFFFu;
+    auto lm = [this](uint32_t c) { return letter_or_mark(c); };
+    // A1 [ASCII punct][A-Za-z]+
+    if (ascii_punct(cp) && after < e && ascii_letter(next)) return run(after, e, ascii_letter);
+    // A2 [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+ (the optional char only when a letter/mark follows)
+    if (!cr_lf(cp) && !has(cp, kUnicodeLetter | kUnicodePunctuation | kUnicodeSymbol) && after < e &&
+        letter_or_mark(next))
+      return run(after, e, lm);
+    if (letter_or_mark(cp)) return run(after, e, lm);
+    // A3 ' '?[\p{P}\p{S}]+[\r\n]*
+    {
+      const bool sp = cp == ' ';
+      if (sp ? (after < e && punct_or_symbol(next)) : punct_or_symbol(cp)) {
+        const size_t j = run(after, e, [this](uint32_t c) { return punct_or_symbol(c); });
+        return run(j, e, cr_lf);
+      }
     }
+    if (!space(cp)) return i;
+    // The whitespace run [i, end) and its last \r or \n.
+    size_t end = i, last_len = 0, last_cr_lf = e;
+    while (end < e) {
+      const uint32_t c = at(end, &len);
+      if (!space(c)) break;
+      if (cr_lf(c)) last_cr_lf = end;
+      last_len = len;
+      end += len;
+    }
+    // A4 \s*[\r\n]+
+    if (last_cr_lf != e) return last_cr_lf + 1;
+    // A5 \s+(?!\S): the run at the subject's end, else the run minus its last char (2+ chars)
+    if (end == e) return end;
+    if (end - last_len > i) return end - last_len;
+    // A6 \s+
+    return end;
   }
-  if (!is_space(cp)) return i;
-  size_t run = i;
-  size_t last_cr_lf = e;
-  while (run < e && is_space(c[run])) {
-    if (is_cr_lf(c[run])) last_cr_lf = run;
-    ++run;
-  }
-  // A4 \s*[\r\n]+
-  if (last_cr_lf != e) return last_cr_lf + 1;
-  // A5 \s+(?!\S)
-  if (run == e) return run;
-  if (run - i >= 2) return run - 1;
-  // A6 \s+
-  return run;
-}
+};
 
 // Splits [b, e) with `match` (matches and gaps both become pieces), handing each piece to next.
 template <typename Match, typename Next>
-void split_isolated(const Cps& c, size_t b, size_t e, Match match, Next next) {
+void split_isolated(const Scanner& sc, size_t b, size_t e, Match match, Next next) {
   size_t gap = b;
   size_t i = b;
   while (i < e) {
-    const size_t m = match(c, i, e);
+    const size_t m = match(i, e);
     if (m == i) {
-      ++i;
+      size_t len = 0;
+      sc.at(i, &len);
+      i += len;
       continue;
     }
     if (i > gap) next(gap, i);
@@ -105,27 +124,21 @@ void split_isolated(const Cps& c, size_t b, size_t e, Match match, Next next) {
 
 Result<PreTokenizer> PreTokenizer::deepseek_v3() { return PreTokenizer(); }
 
-void PreTokenizer::cut(std::string_view text, Scratch& s) const {
-  s.cps.clear();
-  s.offsets.clear();
-  s.cuts.clear();
-  for (size_t i = 0; i < text.size();) {
-    s.offsets.push_back(i);
-    s.cps.push_back(next_codepoint(text, i));
-  }
-  s.offsets.push_back(text.size());
-  const Cps& c = s.cps;
-  s.cuts.push_back(0);
-  auto emit = [&](size_t, size_t e) { s.cuts.push_back(e); };
-  auto level3 = [&](size_t b, size_t e) { split_isolated(c, b, e, match_words, emit); };
-  auto level2 = [&](size_t b, size_t e) { split_isolated(c, b, e, match_cjk, level3); };
-  split_isolated(c, 0, c.size(), match_numbers, level2);
+void PreTokenizer::split_raw(std::string_view text, PieceSink sink, void* ctx) const {
+  const Scanner sc{text, unicode_class_table()};
+  auto emit = [&](size_t b, size_t e) { sink(ctx, b, e); };
+  auto level3 = [&](size_t b, size_t e) {
+    split_isolated(sc, b, e, [&sc](size_t i, size_t end) { return sc.match_words(i, end); }, emit);
+  };
+  auto level2 = [&](size_t b, size_t e) {
+    split_isolated(sc, b, e, [&sc](size_t i, size_t end) { return sc.match_cjk(i, end); }, level3);
+  };
+  split_isolated(sc, 0, text.size(), [&sc](size_t i, size_t end) { return sc.match_numbers(i, end); }, level2);
 }
 
 std::vector<std::string> PreTokenizer::split_to_strings(std::string_view text) const {
   std::vector<std::string> out;
-  Scratch scratch;
-  split(text, scratch, [&](std::string_view piece) { out.emplace_back(piece); });
+  split(text, [&](std::string_view piece) { out.emplace_back(piece); });
   return out;
 }
 

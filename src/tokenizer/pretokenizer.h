@@ -51,35 +51,29 @@ class PreTokenizer {
   // The DeepSeek V3/V4 splits. Cannot fail today; Result keeps the loader's shape.
   static Result<PreTokenizer> deepseek_v3();
 
-  // Per-thread work buffers (decoded code points and piece bounds). One per concurrent caller.
-  class Scratch {
-   private:
-    friend class PreTokenizer;
-    std::vector<uint32_t> cps;      // code points of the text
-    std::vector<size_t> offsets;    // [cps.size() + 1] byte offset of each code point
-    std::vector<size_t> cuts;       // piece boundaries (code point indices), ascending
-  };
-
   // Calls on_piece(std::string_view) for every pre-token of `text` (valid UTF-8), in order.
-  // The views point into `text`.
+  // The views point into `text`. No allocation; thread-safe (const, no state).
   template <typename F>
-  void split(std::string_view text, Scratch& scratch, F&& on_piece) const {
+  void split(std::string_view text, F&& on_piece) const {
     if (text.empty()) return;
-    cut(text, scratch);
-    const std::vector<size_t>& c = scratch.cuts;
-    for (size_t i = 0; i + 1 < c.size(); ++i) {
-      const size_t b = scratch.offsets[c[i]], e = scratch.offsets[c[i + 1]];
-      on_piece(text.substr(b, e - b));
-    }
+    struct Ctx {
+      std::string_view text;
+      F* f;
+    } ctx{text, &on_piece};
+    split_raw(
+        text, [](void* c, size_t b, size_t e) {
+          auto* x = static_cast<Ctx*>(c);
+          (*x->f)(x->text.substr(b, e - b));
+        },
+        &ctx);
   }
 
   // The pieces as strings (tests and tools).
   std::vector<std::string> split_to_strings(std::string_view text) const;
 
  private:
-  // Decodes `text` into scratch.cps/offsets and fills scratch.cuts with every piece boundary
-  // (first 0, last cps.size()).
-  void cut(std::string_view text, Scratch& scratch) const;
+  using PieceSink = void (*)(void* ctx, size_t begin, size_t end);
+  void split_raw(std::string_view text, PieceSink sink, void* ctx) const;
 };
 
 }  // namespace dsv4::tokenizer

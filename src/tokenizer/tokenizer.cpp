@@ -72,7 +72,6 @@ struct Tokenizer::EncodeState {
     uint32_t off = 0;       // into ids
     uint32_t len = 0;
   };
-  PreTokenizer::Scratch scratch;
   std::vector<Slot> slots;          // [power of two <= kCacheSlots], sized to the input on first use
   size_t text_size = 0;
   std::vector<int32_t> ids;         // cached BPE results
@@ -411,7 +410,7 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, const Enco
 
 void Tokenizer::encode_plain(std::string_view text, EncodeState& st, std::vector<int32_t>& out) const {
   if (text.empty()) return;
-  pre_.split(text, st.scratch, [&](std::string_view word) { encode_word(word, st, out); });
+  pre_.split(text, [&](std::string_view word) { encode_word(word, st, out); });
 }
 
 void Tokenizer::encode_word(std::string_view word, EncodeState& st, std::vector<int32_t>& out) const {

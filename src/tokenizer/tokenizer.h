@@ -14,7 +14,10 @@
 //      before anything else. HF matches non-normalized then normalized added tokens in two
 //      passes; for the V4 vocab one leftmost-longest pass over both gives the same result
 //      (checked: no normalized token overlaps a later non-normalized one or contains one).
-//   3. Each remaining span goes through the DeepSeek V3 pre-tokenizer (pretokenizer.h).
+//   3. Each remaining span goes through the DeepSeek V3 pre-tokenizer (pretokenizer.h: a scanner
+//      over the project's Unicode 16.0 table, the version HF tokenizers 0.23.3 matches with).
+//   Chat prompts (encode_chat) split out specials only in the encoder's markup, never in request
+//   text (RenderedPrompt::request_text), so message content cannot inject role/stop tokens.
 //   4. Each pre-token is BPE-merged on its bytes (bpe.h); results are cached per call.
 //
 // Decoding: normal tokens map back through the GPT-2 byte alphabet (a token with a character

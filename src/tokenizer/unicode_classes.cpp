@@ -16,7 +16,7 @@ constexpr ClassRange kRanges[] = {
 #include "tokenizer/unicode_classes.inc"
 };
 
-constexpr uint32_t kCodePoints = 0x110000;
+constexpr uint32_t kCodePoints = kUnicodeCodePoints;
 
 constexpr bool ranges_sorted() {
   for (size_t i = 0; i < std::size(kRanges); ++i) {
@@ -39,10 +39,7 @@ const std::vector<uint8_t>& flat_table() {
 
 }  // namespace
 
-uint8_t unicode_classes(uint32_t cp) {
-  if (cp >= kCodePoints) return 0;
-  return flat_table()[cp];
-}
+const uint8_t* unicode_class_table() { return flat_table().data(); }
 
 const char* unicode_classes_version() { return DSV4_UNICODE_CLASSES_VERSION; }
 

@@ -22,9 +22,14 @@ enum UnicodeClass : uint8_t {
   kUnicodeWhiteSpace = 32,  // \s (White_Space)
 };
 
+inline constexpr uint32_t kUnicodeCodePoints = 0x110000;
+
+// [kUnicodeCodePoints] class bits per code point. Thread-safe; the first call builds the 1.1 MB
+// flat table from the generated ranges.
+const uint8_t* unicode_class_table();
+
 // Class bits of `cp`; 0 for unassigned/other code points and anything above U+10FFFF.
-// Thread-safe; the first call builds a 1.1 MB flat table.
-uint8_t unicode_classes(uint32_t cp);
+inline uint8_t unicode_classes(uint32_t cp) { return cp < kUnicodeCodePoints ? unicode_class_table()[cp] : 0; }
 
 // The Unicode version of the table ("16.0.0").
 const char* unicode_classes_version();
