@@ -491,11 +491,12 @@ Status encode_arguments(PromptBuilder& out, const ChatToolCall& tc) {
   return ok_status();
 }
 
-Status render_message(PromptBuilder& out, size_t index, const std::vector<Msg>& msgs, bool thinking,
+// last_user: find_last_user_index(msgs), computed once by the caller (linear, not quadratic, in
+// the number of messages).
+Status render_message(PromptBuilder& out, size_t index, const std::vector<Msg>& msgs, int last_user, bool thinking,
                       bool drop_thinking, bool effort_max, const std::vector<std::string>& tool_schemas,
                       const std::string& response_format_text) {
   const Msg& m = msgs[index];
-  const int last_user = find_last_user_index(msgs);
   const int idx = static_cast<int>(index);
   if (index == 0 && thinking && effort_max) out.markup(kReasoningEffortMax);
   switch (m.role) {
@@ -753,9 +754,10 @@ Result<RenderedPrompt> render_chat(const ChatRequest& req) {
 
   PromptBuilder builder;
   builder.markup(kBos);
+  const int last_user = find_last_user_index(msgs);
   for (size_t i = 0; i < msgs.size(); ++i) {
-    DSV4_RETURN_IF_ERROR(render_message(builder, i, msgs, thinking, drop_thinking, used == ThinkingMode::kMax, schemas,
-                                        rf_text));
+    DSV4_RETURN_IF_ERROR(render_message(builder, i, msgs, last_user, thinking, drop_thinking,
+                                        used == ThinkingMode::kMax, schemas, rf_text));
   }
   RenderedPrompt out;
   out.thinking_used = used;
