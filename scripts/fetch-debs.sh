@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/fetch-debs.sh — downloads (never installs) the Debian packages a GPU machine without network
-# may lack for building dsv4 — cpp-httplib, PCRE2, brotli (httplib's pkg-config file requires it),
+# may lack for building dsv4 — cpp-httplib, brotli (httplib's pkg-config file requires it),
 # OpenSSL and zlib development files — plus the runtime libraries they link to and pkgconf (used only
 # where the machine has no pkg-config), into .debs/ (git-
 # ignored). Run it where apt works, with the same distribution as the GPU machine (Debian 12 here);
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEV=(libcpp-httplib-dev libpcre2-dev libbrotli-dev libssl-dev zlib1g-dev)
+DEV=(libcpp-httplib-dev libbrotli-dev libssl-dev zlib1g-dev)
 TOOLS=(pkgconf-bin libpkgconf3)
 
 # The dev packages and their direct Depends, without virtual packages, the C library and compilers

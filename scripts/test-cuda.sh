@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/test-cuda.sh — the GPU test command (docs/cuda.md). Needs an NVIDIA GPU of compute capability
 # ≥ 9.0, its driver, and cmake, g++, nvcc, gtest, nlohmann-json, CLI11. Works offline: packages the
-# machine lacks (cpp-httplib, PCRE2, brotli, …) come from .debs/ (scripts/fetch-debs.sh, run where apt
+# machine lacks (cpp-httplib, brotli, …) come from .debs/ (scripts/fetch-debs.sh, run where apt
 # works), unpacked with dpkg -x into a private prefix that CMake is pointed at (never into /).
 #   1. configure build-cuda with -DDSV4_CUDA=ON -DDSV4_WERROR=ON (Release, CUDA -lineinfo); build all
 #   2. ctest -L cuda: the conformance suite's cuda instances (every op, zero-bit bound) and the
@@ -123,7 +123,7 @@ if [ $do_build -eq 1 ]; then
     row configure FAIL "$(secs "$t")"; summary; exit 1
   fi
   if [ $configure_only -eq 1 ]; then
-    grep -E "^(PCRE2|HTTPLIB)_(INCLUDE_DIRS|LINK_LIBRARIES):" "$BUILD/CMakeCache.txt" | sed 's/^/  /'
+    grep -E "^HTTPLIB_(INCLUDE_DIRS|LINK_LIBRARIES):" "$BUILD/CMakeCache.txt" | sed 's/^/  /'
     summary; exit $failed
   fi
   echo "== build (-j$JOBS)"

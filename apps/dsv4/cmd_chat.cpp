@@ -118,7 +118,7 @@ int run_chat(ChatArgs& a) {
       return false;
     }
     GenerateRequest g;
-    g.prompt = engine->tokenize(rendered->text, true);
+    g.prompt = engine->tokenize_chat(*rendered);
     const int64_t room = engine->info().ctx + 1 - static_cast<int64_t>(g.prompt.size());
     if (room < 1) {
       std::fprintf(stderr, "error: the conversation (%zu tokens) fills the context of %lld; /reset or /ctx N\n",

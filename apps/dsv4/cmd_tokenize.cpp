@@ -99,10 +99,14 @@ int run_tokenize(const TokenizeOptions& o) {
     if (line.empty()) continue;
     // Raw invalid bytes inside the JSON string are repaired before parsing (nlohmann rejects them).
     const std::string clean = tokenizer::is_valid_utf8(line) ? line : tokenizer::sanitize_utf8(line);
-    const nlohmann::json j = nlohmann::json::parse(clean, nullptr, false);
-    if (j.is_discarded() || !j.is_string()) {
-      return fail(o.jsonl + ":" + std::to_string(line_no) + ": expected one JSON string per line");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(clean);
+    } catch (const nlohmann::json::exception& e) {
+      // e.g. a lone surrogate escape ("\ud800"): not a Unicode string (HF tokenizers refuses it too).
+      return fail(o.jsonl + ":" + std::to_string(line_no) + ": expected one JSON string per line: " + e.what());
     }
+    if (!j.is_string()) return fail(o.jsonl + ":" + std::to_string(line_no) + ": expected one JSON string per line");
     auto ids = tok->encode(j.get_ref<const std::string&>(), eo);
     if (!ids.ok()) return fail(ids.status().to_string());
     out += ids_json(*tok, *ids, o.pieces);

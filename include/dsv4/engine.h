@@ -156,6 +156,8 @@ class Engine {
   // --- thread-safe ---
   Result<tokenizer::RenderedPrompt> render_chat(const tokenizer::ChatRequest& request) const;
   std::vector<int32_t> tokenize(std::string_view text, bool parse_special) const;
+  // A rendered chat prompt: request text never becomes special tokens (Tokenizer::encode_chat).
+  std::vector<int32_t> tokenize_chat(const tokenizer::RenderedPrompt& prompt) const;
   std::string_view token_bytes(int32_t id) const;  // raw bytes ("" for an id out of range)
   std::string token_text(int32_t id) const;        // valid UTF-8 (ill-formed bytes → U+FFFD)
   Result<std::string> detokenize(const std::vector<int32_t>& ids) const;

@@ -85,6 +85,10 @@ std::vector<int32_t> Engine::tokenize(std::string_view text, bool parse_special)
   return impl_->tokenizer.encode(text, parse_special);
 }
 
+std::vector<int32_t> Engine::tokenize_chat(const tokenizer::RenderedPrompt& prompt) const {
+  return impl_->tokenizer.encode_chat(prompt);
+}
+
 std::string_view Engine::token_bytes(int32_t id) const {
   if (id < 0 || id >= impl_->tokenizer.n_tokens()) return {};
   return impl_->tokenizer.token_bytes(id);

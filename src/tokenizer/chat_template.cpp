@@ -380,7 +380,32 @@ constexpr std::string_view kReasoningEffortMax =
     "Explicitly write out your entire deliberation process, documenting every intermediate step, considered "
     "alternative, and rejected hypothesis to ensure absolutely no assumption is left unchecked.\n\n";
 
-std::string tools_block(const std::vector<std::string>& schemas) {
+// The prompt text under construction, with the byte ranges that came from the request. Encoder
+// markup (role markers, <think>, DSML tags, the tools template) goes in with markup(); everything
+// the client sent (contents, reasoning, tool names, argument keys and values, schemas) with
+// request(), so the tokenizer can keep it from ever becoming a special token.
+class PromptBuilder {
+ public:
+  void markup(std::string_view s) { text_ += s; }
+  void request(std::string_view s) {
+    if (s.empty()) return;
+    const size_t b = text_.size();
+    text_ += s;
+    if (!ranges_.empty() && ranges_.back().end == b) {
+      ranges_.back().end = text_.size();
+    } else {
+      ranges_.push_back(TextRange{b, text_.size()});
+    }
+  }
+  std::string& text() { return text_; }
+  std::vector<TextRange>& ranges() { return ranges_; }
+
+ private:
+  std::string text_;
+  std::vector<TextRange> ranges_;
+};
+
+void tools_block(PromptBuilder& out, const std::vector<std::string>& schemas) {
   const std::string d(kDsml);
   std::string s;
   s += "## Tools\n\n";
@@ -401,12 +426,12 @@ std::string tools_block(const std::vector<std::string>& schemas) {
        "<think>...</think> BEFORE any tool calls or final response.\n\n";
   s += "Otherwise, output directly after </think> with tool calls or final response.\n\n";
   s += "### Available Tool Schemas\n\n";
+  out.markup(s);
   for (size_t i = 0; i < schemas.size(); ++i) {
-    if (i) s += "\n";
-    s += schemas[i];
+    if (i) out.markup("\n");
+    out.request(schemas[i]);
   }
-  s += "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n";
-  return s;
+  out.markup("\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n");
 }
 
 struct Block {
@@ -424,6 +449,7 @@ struct Msg {
   std::vector<Block> blocks;  // user only (always non-empty after the merge)
   bool has_tools = false;     // system: tools block attached
   bool has_response_format = false;
+  size_t source_index = 0;    // index in ChatRequest::messages (error messages)
 };
 
 bool is_user_like(ChatRole r) { return r == ChatRole::kUser || r == ChatRole::kDeveloper; }
@@ -434,130 +460,134 @@ int find_last_user_index(const std::vector<Msg>& msgs) {
   return -1;
 }
 
-Result<std::string> encode_arguments(const ChatToolCall& tc) {
+// encode_arguments_to_dsml: one <｜DSML｜parameter> line per key of the JSON object (the whole text
+// as one string parameter "arguments" when it is not JSON). JSON that is not an object makes the
+// encoder crash (`.items()` on a list/str/number/None), so it is rejected.
+Status encode_arguments(PromptBuilder& out, const ChatToolCall& tc) {
   const std::string d(kDsml);
   auto parsed = JsonReader(tc.arguments_json).parse_document();
-  std::string out;
-  auto add = [&](const std::string& key, bool is_str, const std::string& value) {
-    if (!out.empty()) out += "\n";
-    out += "<" + d + "parameter name=\"" + key + "\" string=\"" + (is_str ? "true" : "false") + "\">" + value + "</" +
-           d + "parameter>";
+  bool first = true;
+  auto add = [&](std::string_view key, bool is_str, std::string_view value) {
+    if (!first) out.markup("\n");
+    first = false;
+    out.markup("<" + d + "parameter name=\"");
+    out.request(key);
+    out.markup(std::string("\" string=\"") + (is_str ? "true" : "false") + "\">");
+    out.request(value);
+    out.markup("</" + d + "parameter>");
   };
   if (!parsed.ok()) {
     add("arguments", true, tc.arguments_json);  // the encoder's fallback for non-JSON arguments
-    return out;
+    return ok_status();
   }
   const JValue& v = parsed.value();
   if (v.kind != JValue::Kind::kObject)
-    return invalid_argument("tool call '" + tc.name + "': arguments are JSON but not an object");
+    return invalid_argument("tool call '" + tc.name +
+                            "': arguments are JSON but not an object (the official encoder cannot render them)");
   for (const auto& [k, val] : v.members) {
-    bool is_str = val.kind == JValue::Kind::kString;
+    const bool is_str = val.kind == JValue::Kind::kString;
     add(k, is_str, is_str ? val.text : dumps(val));
   }
-  return out;
+  return ok_status();
 }
 
-Result<std::string> render_message(size_t index, const std::vector<Msg>& msgs, bool thinking, bool drop_thinking,
-                                   bool effort_max, const std::string& tools_text,
-                                   const std::string& response_format_text) {
+// last_user: find_last_user_index(msgs), computed once by the caller (linear, not quadratic, in
+// the number of messages).
+Status render_message(PromptBuilder& out, size_t index, const std::vector<Msg>& msgs, int last_user, bool thinking,
+                      bool drop_thinking, bool effort_max, const std::vector<std::string>& tool_schemas,
+                      const std::string& response_format_text) {
   const Msg& m = msgs[index];
-  const int last_user = find_last_user_index(msgs);
   const int idx = static_cast<int>(index);
-  std::string p;
-  if (index == 0 && thinking && effort_max) p += kReasoningEffortMax;
+  if (index == 0 && thinking && effort_max) out.markup(kReasoningEffortMax);
   switch (m.role) {
     case ChatRole::kSystem:
-      p += m.content;
-      if (m.has_tools) p += "\n\n" + tools_text;
-      if (m.has_response_format) p += "\n\n" + std::string(kResponseFormatPrefix) + response_format_text;
+      out.request(m.content);
+      if (m.has_tools) {
+        out.markup("\n\n");
+        tools_block(out, tool_schemas);
+      }
+      if (m.has_response_format) {
+        out.markup("\n\n");
+        out.markup(kResponseFormatPrefix);
+        out.request(response_format_text);
+      }
       break;
     case ChatRole::kDeveloper:
-      p += kUserToken;
-      p += m.content;
+      // The encoder asserts a non-empty developer content (validate() checks the ones rendered).
+      out.markup(kUserToken);
+      out.request(m.content);
       break;
     case ChatRole::kUser:
-      p += kUserToken;
+      out.markup(kUserToken);
       for (size_t i = 0; i < m.blocks.size(); ++i) {
-        if (i) p += "\n\n";
+        if (i) out.markup("\n\n");
         const Block& b = m.blocks[i];
         if (b.is_tool_result) {
-          p += "<tool_result>" + b.text + "</tool_result>";
+          out.markup("<tool_result>");
+          out.request(b.text);
+          out.markup("</tool_result>");
         } else {
-          p += b.text;
+          out.request(b.text);
         }
       }
       break;
     case ChatRole::kLatestReminder:
-      p += kLatestReminderToken;
-      p += m.content;
+      out.markup(kLatestReminderToken);
+      out.request(m.content);
       break;
     case ChatRole::kTool: return internal_error("tool message survived the merge");
     case ChatRole::kAssistant: {
-      std::string tc_content;
+      if (thinking && (!drop_thinking || idx > last_user)) {
+        out.request(m.reasoning);
+        out.markup(kThinkEnd);
+      }
+      out.request(m.content);
       if (!m.tool_calls.empty()) {
         const std::string d(kDsml);
-        std::string calls;
+        out.markup("\n\n<" + d + "tool_calls>\n");
         for (size_t i = 0; i < m.tool_calls.size(); ++i) {
-          DSV4_ASSIGN_OR_RETURN(std::string args, encode_arguments(m.tool_calls[i]));
-          if (i) calls += "\n";
-          calls += "<" + d + "invoke name=\"" + m.tool_calls[i].name + "\">\n" + args + "\n</" + d + "invoke>";
+          if (i) out.markup("\n");
+          out.markup("<" + d + "invoke name=\"");
+          out.request(m.tool_calls[i].name);
+          out.markup("\">\n");
+          DSV4_RETURN_IF_ERROR(encode_arguments(out, m.tool_calls[i]));
+          out.markup("\n</" + d + "invoke>");
         }
-        tc_content = "\n\n<" + d + "tool_calls>\n" + calls + "\n</" + d + "tool_calls>";
+        out.markup("\n</" + d + "tool_calls>");
       }
-      if (thinking && (!drop_thinking || idx > last_user)) {
-        p += m.reasoning;
-        p += kThinkEnd;
-      }
-      p += m.content;
-      p += tc_content;
-      p += kEos;
+      out.markup(kEos);
       break;
     }
   }
   if (index + 1 < msgs.size() && msgs[index + 1].role != ChatRole::kAssistant &&
       msgs[index + 1].role != ChatRole::kLatestReminder)
-    return p;
+    return ok_status();
   if (is_user_like(m.role)) {
-    p += kAssistantToken;
+    out.markup(kAssistantToken);
     if (thinking && (!drop_thinking || idx >= last_user)) {
-      p += kThinkStart;
+      out.markup(kThinkStart);
     } else {
-      p += kThinkEnd;
+      out.markup(kThinkEnd);
     }
   }
-  return p;
+  return ok_status();
 }
 
+// Rejections, each one a request the official encoder itself rejects (an assertion or a crash) or
+// one that has no prompt at all. Everything else renders, as the encoder renders it (see
+// chat_template.h). Rules that depend on what survives _drop_thinking_messages are checked at
+// render time (render_chat).
 Status validate(const ChatRequest& req) {
   if (req.messages.empty()) return invalid_argument("messages: at least one message is required");
-  const std::vector<ChatToolCall>* open_calls = nullptr;
-  for (size_t i = 0; i < req.messages.size(); ++i) {
-    const ChatMessage& m = req.messages[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    switch (m.role) {
-      case ChatRole::kAssistant:
-        open_calls = &m.tool_calls;
-        for (size_t j = 0; j < m.tool_calls.size(); ++j)
-          if (m.tool_calls[j].name.empty())
-            return invalid_argument(where + ".tool_calls[" + std::to_string(j) + "]: function name is empty");
-        break;
-      case ChatRole::kDeveloper:
-        if (m.content.empty()) return invalid_argument(where + ": developer message content must not be empty");
-        break;
-      case ChatRole::kTool: {
-        bool found = false;
-        if (open_calls != nullptr && !m.tool_call_id.empty())
-          for (const auto& tc : *open_calls) found = found || tc.id == m.tool_call_id;
-        if (!found)
-          return invalid_argument(where + ": tool result with tool_call_id '" + m.tool_call_id +
-                                  "' matches no tool call of the preceding assistant message");
-        break;
-      }
-      default: break;
-    }
-    if (m.role != ChatRole::kAssistant && (!m.tool_calls.empty() || !m.reasoning_content.empty()))
-      return invalid_argument(where + ": only assistant messages may carry tool_calls or reasoning_content");
-  }
+  return ok_status();
+}
+
+// The encoder's `assert content` on a developer message it renders.
+Status check_rendered_developers(const std::vector<Msg>& msgs) {
+  for (const Msg& m : msgs)
+    if (m.role == ChatRole::kDeveloper && m.content.empty())
+      return invalid_argument("messages[" + std::to_string(m.source_index) +
+                              "]: developer message content must not be empty");
   return ok_status();
 }
 
@@ -623,23 +653,26 @@ Result<RenderedPrompt> render_chat(const ChatRequest& req) {
     if (!s.ok()) return invalid_argument("response_format: " + s.status().message());
     rf_text = std::move(s).value();
   }
-  const std::string tools_text = has_tools ? tools_block(schemas) : std::string();
 
   // Attach tools/response_format to the first system message (insert an empty one if needed).
   std::vector<ChatMessage> input = req.messages;
+  size_t inserted = 0;  // 1 when an empty system message was put in front
   if (has_tools || has_rf) {
     auto it = std::find_if(input.begin(), input.end(), [](const ChatMessage& m) { return m.role == ChatRole::kSystem; });
     if (it == input.end()) {
       ChatMessage sys;
       sys.role = ChatRole::kSystem;
       input.insert(input.begin(), std::move(sys));
+      inserted = 1;
     }
   }
   bool attached = false;
 
   // merge_tool_messages: tool results and user text fold into the preceding user turn.
   std::vector<Msg> msgs;
-  for (const ChatMessage& m : input) {
+  for (size_t mi = 0; mi < input.size(); ++mi) {
+    const ChatMessage& m = input[mi];
+    const size_t source_index = mi >= inserted ? mi - inserted : 0;
     if (m.role == ChatRole::kTool || m.role == ChatRole::kUser) {
       Block b;
       b.is_tool_result = m.role == ChatRole::kTool;
@@ -650,6 +683,7 @@ Result<RenderedPrompt> render_chat(const ChatRequest& req) {
       } else {
         Msg u;
         u.role = ChatRole::kUser;
+        u.source_index = source_index;
         u.blocks.push_back(std::move(b));
         msgs.push_back(std::move(u));
       }
@@ -660,6 +694,7 @@ Result<RenderedPrompt> render_chat(const ChatRequest& req) {
     x.content = m.content;
     x.reasoning = m.reasoning_content;
     x.tool_calls = m.tool_calls;
+    x.source_index = source_index;
     if (m.role == ChatRole::kSystem && !attached && (has_tools || has_rf)) {
       x.has_tools = has_tools;
       x.has_response_format = has_rf;
@@ -715,14 +750,19 @@ Result<RenderedPrompt> render_chat(const ChatRequest& req) {
     msgs = std::move(kept);
   }
 
+  DSV4_RETURN_IF_ERROR(check_rendered_developers(msgs));
+
+  PromptBuilder builder;
+  builder.markup(kBos);
+  const int last_user = find_last_user_index(msgs);
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    DSV4_RETURN_IF_ERROR(render_message(builder, i, msgs, last_user, thinking, drop_thinking,
+                                        used == ThinkingMode::kMax, schemas, rf_text));
+  }
   RenderedPrompt out;
   out.thinking_used = used;
-  out.text = kBos;
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    DSV4_ASSIGN_OR_RETURN(std::string part, render_message(i, msgs, thinking, drop_thinking,
-                                                           used == ThinkingMode::kMax, tools_text, rf_text));
-    out.text += part;
-  }
+  out.text = std::move(builder.text());
+  out.request_text = std::move(builder.ranges());
   return out;
 }
 

@@ -7,7 +7,7 @@
 // Must not: tokenize (the caller splits specials and runs BPE), know OpenAI/JSON-library types
 // (server/api parses requests; apps convert), print or throw.
 //
-// Rendering rules (docs: /work/shared/spec/prompt-format.md §3.2-3.4), all from the encoder:
+// Rendering rules, all from the official encoder (encoding_dsv4.py):
 //   BOS, [max-effort prefix], then per message after `merge_tool_messages`,
 //   `sort_tool_results_by_call_order` and (thinking + no tools) `_drop_thinking_messages`:
 //   system = raw content (+ "\n\n" tools block, + "\n\n" response-format block); user/developer =
@@ -19,9 +19,19 @@
 // Request-level tools and response_format attach to the FIRST system message; when there is none,
 // an empty system message is inserted at position 0 (what vLLM's DeepSeek tokenizer does before
 // calling the encoder), so the prompt reads BOS "\n\n## Tools…".
-// Strictness beyond the encoder (it would crash or silently mis-render): empty message list,
-// empty developer content, tool results whose tool_call_id matches no call of the preceding
-// assistant message, tool calls without a name, arguments that are JSON but not an object.
+// Rejected, as the encoder rejects them: an empty developer message that is rendered (its
+// `assert content`; one dropped by _drop_thinking_messages is not checked, as in the encoder),
+// tool-call arguments that are JSON but not an object (the encoder crashes on `.items()`); and an
+// empty message list (no prompt). Everything else renders as the encoder renders it: a tool result
+// whose tool_call_id matches no call sorts with the first call's result (the encoder's stable sort
+// uses key 0 for an unknown id, so unmatched results come first); a tool call with an empty name renders `name=""`; tool_calls or
+// reasoning_content on a non-assistant message are ignored, as the encoder ignores them.
+//
+// Special tokens: RenderedPrompt::request_text lists the byte ranges of `text` that came from the
+// request (every content, reasoning, system prompt, tool schema, tool-call name, argument key and
+// value, response_format). Tokenizer::encode_chat never turns bytes of those ranges into special
+// tokens, so a message containing "<｜Assistant｜>" stays plain text; only the encoder's own markup
+// is special. For requests without special-token strings the ids equal encode(text) with specials.
 //
 //   tokenizer::ChatRequest req;
 //   tokenizer::ChatMessage m;
@@ -80,8 +90,15 @@ struct ChatRequest {
   int64_t context_size = kDefaultContextSize;
 };
 
+// A byte range [begin, end) of RenderedPrompt::text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 struct RenderedPrompt {
   std::string text;
+  std::vector<TextRange> request_text;  // ascending, disjoint: bytes that came from the request
   ThinkingMode thinking_used = ThinkingMode::kHigh;  // after the max→high context fallback
 };
 

@@ -1,117 +1,145 @@
-// tokenizer/pretokenizer.cpp — PCRE2 compilation and matching for the DeepSeek V3 splits.
-#define PCRE2_CODE_UNIT_WIDTH 8
+// tokenizer/pretokenizer.cpp — the hand-written scanner for the DeepSeek V3 splits (rules in the
+// header). Works on decoded code points; every level walks one piece [b, e) as its own subject.
 #include "tokenizer/pretokenizer.h"
 
-#include <pcre2.h>
-
-#include <array>
+#include "tokenizer/unicode_classes.h"
+#include "tokenizer/utf8.h"
 
 namespace dsv4::tokenizer {
 namespace {
 
-// Unicode White_Space (what Oniguruma's \s matches in UTF-8 mode).
-constexpr std::string_view kWhiteSpace =
-    "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+// One subject's worth of matching over valid UTF-8, by byte offsets. Code points are decoded on
+// the fly (no per-call buffers: a 5 MB prompt would otherwise need ~60 MB of them).
+struct Scanner {
+  std::string_view text;
+  const uint8_t* classes;  // unicode_class_table()
 
-std::string pcre2_error_text(int code) {
-  PCRE2_UCHAR buf[256];
-  pcre2_get_error_message(code, buf, sizeof buf);
-  return reinterpret_cast<const char*>(buf);
+  // The code point at byte i and its length.
+  uint32_t at(size_t i, size_t* len) const {
+    const auto b0 = static_cast<uint8_t>(text[i]);
+    if (b0 < 0x80) {
+      *len = 1;
+      return b0;
+    }
+    size_t j = i;
+    const uint32_t cp = next_codepoint(text, j);
+    *len = j - i;
+    return cp;
+  }
+  bool has(uint32_t cp, uint8_t bits) const { return cp < kUnicodeCodePoints && (classes[cp] & bits) != 0; }
+  bool letter_or_mark(uint32_t cp) const { return has(cp, kUnicodeLetter | kUnicodeMark); }
+  bool punct_or_symbol(uint32_t cp) const { return has(cp, kUnicodePunctuation | kUnicodeSymbol); }
+  bool space(uint32_t cp) const { return has(cp, kUnicodeWhiteSpace); }
+  static bool cr_lf(uint32_t cp) { return cp == '\r' || cp == '\n'; }
+  static bool ascii_letter(uint32_t cp) { return (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z'); }
+  // P3's first class: !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~
+  static bool ascii_punct(uint32_t cp) {
+    return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
+           (cp >= 0x7B && cp <= 0x7E);
+  }
+  // P2: [一-龥぀-ゟ゠-ヿ]
+  static bool cjk(uint32_t cp) { return (cp >= 0x4E00 && cp <= 0x9FA5) || (cp >= 0x3040 && cp <= 0x30FF); }
+
+  // Extends j over code points satisfying pred, up to e.
+  template <typename Pred>
+  size_t run(size_t j, size_t e, Pred pred) const {
+    size_t len = 0;
+    while (j < e && pred(at(j, &len))) j += len;
+    return j;
+  }
+
+  // End of the P1 match at i (up to three numbers), or i when none.
+  size_t match_numbers(size_t i, size_t e) const {
+    size_t j = i, len = 0;
+    for (int k = 0; k < 3 && j < e && has(at(j, &len), kUnicodeNumber); ++k) j += len;
+    return j;
+  }
+
+  size_t match_cjk(size_t i, size_t e) const { return run(i, e, cjk); }
+
+  // End of the P3 match at i within the subject [.., e), or i when no alternative matches here.
+  size_t match_words(size_t i, size_t e) const {
+    size_t len = 0;
+    const uint32_t cp = at(i, &len);
+    const size_t after = i + len;
+    size_t next_len = 0;
+    const uint32_t next = after < e ? at(after, &next_len) : 0xFFFFFFFFu;
+    auto lm = [this](uint32_t c) { return letter_or_mark(c); };
+    // A1 [ASCII punct][A-Za-z]+
+    if (ascii_punct(cp) && after < e && ascii_letter(next)) return run(after, e, ascii_letter);
+    // A2 [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+ (the optional char only when a letter/mark follows)
+    if (!cr_lf(cp) && !has(cp, kUnicodeLetter | kUnicodePunctuation | kUnicodeSymbol) && after < e &&
+        letter_or_mark(next))
+      return run(after, e, lm);
+    if (letter_or_mark(cp)) return run(after, e, lm);
+    // A3 ' '?[\p{P}\p{S}]+[\r\n]*
+    {
+      const bool sp = cp == ' ';
+      if (sp ? (after < e && punct_or_symbol(next)) : punct_or_symbol(cp)) {
+        const size_t j = run(after, e, [this](uint32_t c) { return punct_or_symbol(c); });
+        return run(j, e, cr_lf);
+      }
+    }
+    if (!space(cp)) return i;
+    // The whitespace run [i, end) and its last \r or \n.
+    size_t end = i, last_len = 0, last_cr_lf = e;
+    while (end < e) {
+      const uint32_t c = at(end, &len);
+      if (!space(c)) break;
+      if (cr_lf(c)) last_cr_lf = end;
+      last_len = len;
+      end += len;
+    }
+    // A4 \s*[\r\n]+
+    if (last_cr_lf != e) return last_cr_lf + 1;
+    // A5 \s+(?!\S): the run at the subject's end, else the run minus its last char (2+ chars)
+    if (end == e) return end;
+    if (end - last_len > i) return end - last_len;
+    // A6 \s+
+    return end;
+  }
+};
+
+// Splits [b, e) with `match` (matches and gaps both become pieces), handing each piece to next.
+template <typename Match, typename Next>
+void split_isolated(const Scanner& sc, size_t b, size_t e, Match match, Next next) {
+  size_t gap = b;
+  size_t i = b;
+  while (i < e) {
+    const size_t m = match(i, e);
+    if (m == i) {
+      size_t len = 0;
+      sc.at(i, &len);
+      i += len;
+      continue;
+    }
+    if (i > gap) next(gap, i);
+    next(i, m);
+    i = gap = m;
+  }
+  if (e > gap) next(gap, e);
 }
 
 }  // namespace
 
-std::string oniguruma_to_pcre2(std::string_view p) {
-  std::string out;
-  out.reserve(p.size() + 256);
-  bool in_class = false;
-  for (size_t i = 0; i < p.size(); ++i) {
-    const char c = p[i];
-    if (c == '\\' && i + 1 < p.size()) {
-      const char n = p[i + 1];
-      if (!in_class && (n == 's' || n == 'S')) {
-        out += n == 's' ? "[" : "[^";
-        out += kWhiteSpace;
-        out += ']';
-      } else {
-        out += c;
-        out += n;
-      }
-      ++i;
-      continue;
-    }
-    if (!in_class && c == '[') {
-      in_class = true;
-      out += c;
-      // A ']' right after '[' or '[^' is a literal member.
-      if (i + 1 < p.size() && p[i + 1] == '^') out += p[++i];
-      if (i + 1 < p.size() && p[i + 1] == ']') out += p[++i];
-      continue;
-    }
-    if (in_class && c == ']') in_class = false;
-    out += c;
-  }
+Result<PreTokenizer> PreTokenizer::deepseek_v3() { return PreTokenizer(); }
+
+void PreTokenizer::split_raw(std::string_view text, PieceSink sink, void* ctx) const {
+  const Scanner sc{text, unicode_class_table()};
+  auto emit = [&](size_t b, size_t e) { sink(ctx, b, e); };
+  auto level3 = [&](size_t b, size_t e) {
+    split_isolated(sc, b, e, [&sc](size_t i, size_t end) { return sc.match_words(i, end); }, emit);
+  };
+  auto level2 = [&](size_t b, size_t e) {
+    split_isolated(sc, b, e, [&sc](size_t i, size_t end) { return sc.match_cjk(i, end); }, level3);
+  };
+  split_isolated(sc, 0, text.size(), [&sc](size_t i, size_t end) { return sc.match_numbers(i, end); }, level2);
+}
+
+std::vector<std::string> PreTokenizer::split_to_strings(std::string_view text) const {
+  std::vector<std::string> out;
+  split(text, [&](std::string_view piece) { out.emplace_back(piece); });
   return out;
-}
-
-struct PreTokenizer::Impl {
-  std::array<pcre2_code*, kLevels> code{};
-  std::array<bool, kLevels> jit{};
-  ~Impl() {
-    for (pcre2_code* c : code) pcre2_code_free(c);
-  }
-};
-
-PreTokenizer::PreTokenizer() = default;
-PreTokenizer::~PreTokenizer() = default;
-PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
-PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
-
-Result<PreTokenizer> PreTokenizer::deepseek_v3() {
-  PreTokenizer pt;
-  pt.impl_ = std::make_unique<Impl>();
-  for (int i = 0; i < kLevels; ++i) {
-    const std::string pattern = oniguruma_to_pcre2(kDeepseekV3Patterns[i]);
-    int err = 0;
-    PCRE2_SIZE off = 0;
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                     PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &err, &off, nullptr);
-    if (code == nullptr) {
-      return internal_error("tokenizer: PCRE2 rejected pre-tokenizer pattern " + std::to_string(i) + " at offset " +
-                            std::to_string(off) + ": " + pcre2_error_text(err));
-    }
-    pt.impl_->code[i] = code;
-    // JIT is an optimisation: without it (e.g. W^X-restricted systems) the interpreter is used.
-    pt.impl_->jit[i] = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
-  }
-  return pt;
-}
-
-PreTokenizer::Scratch::Scratch() { match_data_ = pcre2_match_data_create(1, nullptr); }
-PreTokenizer::Scratch::~Scratch() { pcre2_match_data_free(static_cast<pcre2_match_data*>(match_data_)); }
-
-bool PreTokenizer::find(int level, std::string_view text, size_t pos, Scratch& scratch, size_t& b,
-                        size_t& e) const {
-  auto* md = static_cast<pcre2_match_data*>(scratch.match_data_);
-  if (md == nullptr) return false;
-  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  while (pos < text.size()) {
-    // The text was validated (or repaired) once up front, so PCRE2's UTF check is skipped.
-    const int rc = impl_->jit[level]
-                       ? pcre2_jit_match(impl_->code[level], subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr)
-                       : pcre2_match(impl_->code[level], subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr);
-    if (rc < 0) return false;  // no match (or a matching-resource error: treat the rest as a gap)
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-    if (ov[1] > ov[0]) {
-      b = ov[0];
-      e = ov[1];
-      return true;
-    }
-    // Empty match (none of our patterns can produce one): step over one code point.
-    pos = ov[0] + 1;
-    while (pos < text.size() && (static_cast<uint8_t>(text[pos]) & 0xC0) == 0x80) ++pos;
-  }
-  return false;
 }
 
 }  // namespace dsv4::tokenizer

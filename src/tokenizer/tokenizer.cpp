@@ -64,7 +64,7 @@ uint64_t hash_word(std::string_view w) {
 
 }  // namespace
 
-// Per-call state: PCRE2 match data and the per-word BPE cache (views into the input text, so it
+// Per-call state: pre-tokenizer buffers and the per-word BPE cache (views into the input text, so it
 // must not outlive the call).
 struct Tokenizer::EncodeState {
   struct Slot {
@@ -72,7 +72,6 @@ struct Tokenizer::EncodeState {
     uint32_t off = 0;       // into ids
     uint32_t len = 0;
   };
-  PreTokenizer::Scratch scratch;
   std::vector<Slot> slots;          // [power of two <= kCacheSlots], sized to the input on first use
   size_t text_size = 0;
   std::vector<int32_t> ids;         // cached BPE results
@@ -326,19 +325,69 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
     repaired = sanitize_utf8(text);
     text = repaired;
   }
-  out.reserve(text.size() / 3 + 4);
-  EncodeState st;
-  st.text_size = text.size();
   if (!parse_special) {
+    EncodeState st;
+    st.text_size = text.size();
+    out.reserve(text.size() / 3 + 4);
     encode_plain(text, st, out);
     return out;
   }
+  encode_specials(text, {}, out);
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_chat(const RenderedPrompt& prompt) const {
+  std::vector<int32_t> out;
+  if (prompt.text.empty() || types_.empty()) return out;
+  if (is_valid_utf8(prompt.text)) {
+    encode_specials(prompt.text, prompt.request_text, out);
+    return out;
+  }
+  // Repair each markup/request piece on its own so the ranges stay on the repaired text.
+  std::string text;
+  std::vector<TextRange> literal;
+  size_t at = 0;
+  const std::string_view src = prompt.text;
+  for (const TextRange& r : prompt.request_text) {
+    if (r.begin < at || r.end < r.begin || r.end > src.size()) break;  // malformed ranges: stop trusting them
+    text += sanitize_utf8(src.substr(at, r.begin - at));
+    const size_t b = text.size();
+    text += sanitize_utf8(src.substr(r.begin, r.end - r.begin));
+    literal.push_back(TextRange{b, text.size()});
+    at = r.end;
+  }
+  if (at < src.size()) {
+    const size_t b = text.size();
+    text += sanitize_utf8(src.substr(at));
+    // After malformed ranges the rest is request text as far as the tokenizer is concerned.
+    if (literal.size() != prompt.request_text.size()) literal.push_back(TextRange{b, text.size()});
+  }
+  encode_specials(text, literal, out);
+  return out;
+}
+
+void Tokenizer::encode_specials(std::string_view text, std::span<const TextRange> literal,
+                                std::vector<int32_t>& out) const {
+  out.reserve(out.size() + text.size() / 3 + 4);
+  EncodeState st;
+  st.text_size = text.size();
   const SpecialTrie& trie = *specials_;
   size_t start = 0;  // start of the pending plain span
+  size_t next_literal = 0;
   for (size_t i = 0; i < text.size(); ++i) {
+    // Skip request text; a special may only end where the next literal range begins.
+    while (next_literal < literal.size() && literal[next_literal].end <= i) ++next_literal;
+    size_t limit = text.size();
+    if (next_literal < literal.size()) {
+      if (literal[next_literal].begin <= i) {
+        i = literal[next_literal].end - 1;
+        continue;
+      }
+      limit = literal[next_literal].begin;
+    }
     if (!trie.first[static_cast<uint8_t>(text[i])]) continue;
     int32_t id = -1;
-    const size_t len = match_special(text, i, &id);
+    const size_t len = match_special(text.substr(0, limit), i, &id);
     if (len == 0) continue;
     encode_plain(text.substr(start, i - start), st, out);
     out.push_back(id);
@@ -346,7 +395,6 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
     i = start - 1;
   }
   encode_plain(text.substr(start), st, out);
-  return out;
 }
 
 Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
@@ -362,7 +410,7 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, const Enco
 
 void Tokenizer::encode_plain(std::string_view text, EncodeState& st, std::vector<int32_t>& out) const {
   if (text.empty()) return;
-  pre_.split(text, st.scratch, [&](std::string_view word) { encode_word(word, st, out); });
+  pre_.split(text, [&](std::string_view word) { encode_word(word, st, out); });
 }
 
 void Tokenizer::encode_word(std::string_view word, EncodeState& st, std::vector<int32_t>& out) const {

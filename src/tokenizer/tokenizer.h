@@ -14,7 +14,10 @@
 //      before anything else. HF matches non-normalized then normalized added tokens in two
 //      passes; for the V4 vocab one leftmost-longest pass over both gives the same result
 //      (checked: no normalized token overlaps a later non-normalized one or contains one).
-//   3. Each remaining span goes through the DeepSeek V3 pre-tokenizer (pretokenizer.h).
+//   3. Each remaining span goes through the DeepSeek V3 pre-tokenizer (pretokenizer.h: a scanner
+//      over the project's Unicode 16.0 table, the version HF tokenizers 0.23.3 matches with).
+//   Chat prompts (encode_chat) split out specials only in the encoder's markup, never in request
+//   text (RenderedPrompt::request_text), so message content cannot inject role/stop tokens.
 //   4. Each pre-token is BPE-merged on its bytes (bpe.h); results are cached per call.
 //
 // Decoding: normal tokens map back through the GPT-2 byte alphabet (a token with a character
@@ -39,6 +42,7 @@
 #include "base/status.h"
 #include "gguf/reader.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/pretokenizer.h"
 
 namespace dsv4::tokenizer {
@@ -81,6 +85,12 @@ class Tokenizer {
   std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
   Result<std::vector<int32_t>> encode(std::string_view text, const EncodeOptions& options) const;
 
+  // A rendered chat prompt to ids: special tokens are recognised only outside
+  // prompt.request_text, so request text is always ordinary text while the encoder's markup
+  // gives its special tokens. Between specials the text is encoded as one span, so the ids equal
+  // encode(prompt.text) whenever the request text holds no special-token string.
+  std::vector<int32_t> encode_chat(const RenderedPrompt& prompt) const;
+
   // Raw bytes of the ids (may end inside a code point); kOutOfRange for an unknown id.
   Result<std::string> decode_bytes(std::span<const int32_t> ids, bool skip_special = false) const;
   // Valid UTF-8 text: decode_bytes with ill-formed parts replaced by U+FFFD (HF decode).
@@ -114,6 +124,8 @@ class Tokenizer {
 
   Status load(const gguf::GgufFile& file);
   void encode_plain(std::string_view text, EncodeState& st, std::vector<int32_t>& out) const;
+  // Specials split out of `text` (valid UTF-8), except inside `literal` (ascending, disjoint).
+  void encode_specials(std::string_view text, std::span<const TextRange> literal, std::vector<int32_t>& out) const;
   void encode_word(std::string_view word, EncodeState& st, std::vector<int32_t>& out) const;
   // Length of the longest special token starting at text[pos]; its id in *id. 0 if none.
   size_t match_special(std::string_view text, size_t pos, int32_t* id) const;

@@ -155,13 +155,17 @@ struct ThinkingVote {
   std::string source;
   bool enabled = true;
   std::optional<ReasoningEffort> effort;
+  bool switches = true;  // an on/off control; an effort level (enabled, with an effort) is not
 };
 
 Result<ThinkingVote> parse_effort(const Json& v, const std::string& field) {
   if (!v.is_string()) return bad_type(field, "a string", v);
   const std::string s = v.get<std::string>();
-  ThinkingVote vote{field, true, std::nullopt};
-  if (s == "none") vote.enabled = false;
+  ThinkingVote vote{field, true, std::nullopt, false};
+  if (s == "none") {
+    vote.enabled = false;
+    vote.switches = true;
+  }
   else if (s == "minimal" || s == "low" || s == "medium" || s == "high" || s == "xhigh") vote.effort = ReasoningEffort::kHigh;
   else if (s == "max" || s == "ultra") vote.effort = ReasoningEffort::kMax;
   else return bad_value(field, s, {"none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"});
@@ -203,6 +207,14 @@ Status resolve_thinking(const Json& body, ChatCompletionRequest& out) {
   const ThinkingVote* first = nullptr;
   const ThinkingVote* effort_vote = nullptr;
   for (const ThinkingVote& v : votes) {
+    if (!v.switches) {
+      // An effort level: picks the effort when thinking is on, never switches it on.
+      if (effort_vote != nullptr && *effort_vote->effort != *v.effort)
+        return invalid_argument("Conflicting thinking controls: '" + effort_vote->source + "' and '" + v.source +
+                                "' ask for different reasoning efforts.");
+      effort_vote = &v;
+      continue;
+    }
     if (first != nullptr && first->enabled != v.enabled)
       return invalid_argument("Conflicting thinking controls: '" + first->source + "' turns thinking " +
                               (first->enabled ? "on" : "off") + " but '" + v.source + "' turns it " +

@@ -12,7 +12,10 @@
 //   - Thinking is ON (effort high) by default. Off by thinking:{type:"disabled"},
 //     reasoning_effort:"none", or chat_template_kwargs {thinking:false} / {enable_thinking:false}.
 //     reasoning_effort (also inside chat_template_kwargs) maps minimal/low/medium/high/xhigh → high
-//     and max/ultra → max. Controls that disagree (e.g. type "disabled" + effort "max") are an error.
+//     and max/ultra → max. Precedence (as the official encoder, which adds the max-effort prompt only
+//     in thinking mode): an effort level never turns thinking on, so "thinking off" wins over any
+//     effort (type "disabled" + effort "max" = thinking off); only on/off switches that disagree
+//     (thinking on + reasoning_effort "none") or two different effort levels are an error.
 //   - Top-level tools: each tool's `function` object is kept as compact JSON text, key order kept.
 //     The renderer attaches them to the first system message (an empty system message is
 //     inserted first when there is none). tool_choice is validated and stored; it does not change

@@ -112,7 +112,7 @@ std::optional<api::ApiError> prepare_chat(const Engine& engine, const api::ChatC
   auto rendered = engine.render_chat(chat);
   if (!rendered.ok()) return bad_request(rendered.status().message(), "messages");
   out.thinking = rendered->thinking_used != tokenizer::ThinkingMode::kNone;
-  out.gen.prompt = engine.tokenize(rendered->text, /*parse_special=*/true);
+  out.gen.prompt = engine.tokenize_chat(*rendered);  // request text never becomes special tokens
   out.gen.chat = true;
   out.gen.thinking = out.thinking;
   return finish_prepare(engine, req.params, out.thinking, out);
@@ -122,6 +122,8 @@ std::optional<api::ApiError> prepare_completion(const Engine& engine, const api:
                                                 PreparedRequest& out) {
   out.kind = ApiKind::kCompletion;
   out.model = req.model;
+  // A raw prompt is the client's own token stream: special-token strings in it are parsed (as
+  // llama.cpp's /completion does), unlike chat content, which encode_chat keeps plain.
   out.gen.prompt = engine.tokenize(req.prompt, /*parse_special=*/true);
   // Like llama.cpp: a raw prompt gets the model's BOS unless it already starts with it.
   const int32_t bos = engine.info().bos_id;

@@ -2,6 +2,11 @@
 // chat messages → tokenizer::ChatRequest → rendered prompt → tokens; sampling defaults and the
 // thinking-mode rule; context checks. Runs on HTTP threads (Engine's const, thread-safe part).
 //
+// Special tokens: chat prompts are tokenized with Engine::tokenize_chat, so request text (any
+// role's content, system, tool names/arguments/results, reasoning) is always plain text and only
+// the encoder's own markup yields special tokens. A raw /v1/completions prompt is tokenized with
+// special-token parsing on (the client writes the token stream itself; llama.cpp does the same).
+//
 // Sampling policy (DeepSeek's guidance for V4): temperature 1, top_p 1, min_p 0.05 by default;
 // temperature 0 is greedy. In thinking mode the sampler is fixed like the DeepSeek API: the
 // client's temperature, top_p, top_k, min_p and penalties are ignored (seed, logit_bias, stop and

@@ -216,7 +216,7 @@ TEST_F(EngineTest, ChatModeSplitsReasoningAndIsDeterministic) {
   auto rendered = engine_->render_chat(chat);
   ASSERT_TRUE(rendered.ok());
   GenerateRequest r;
-  r.prompt = engine_->tokenize(rendered->text, true);
+  r.prompt = engine_->tokenize_chat(*rendered);
   r.max_tokens = 80;
   r.chat = true;
   r.thinking = true;

@@ -65,7 +65,15 @@ TEST(OpenAiChat, ThinkingControls) {
   EXPECT_EQ(ok("{" + m + R"(,"reasoning_effort":"medium"})").reasoning_effort, ReasoningEffort::kHigh);
   EXPECT_EQ(ok("{" + m + R"(,"chat_template_kwargs":{"reasoning_effort":"max"}})").reasoning_effort,
             ReasoningEffort::kMax);
-  EXPECT_NE(err("{" + m + R"(,"thinking":{"type":"disabled"},"reasoning_effort":"max"})").find("Conflicting"),
+  // Thinking off wins over an effort level (the official encoder adds the max prompt only when thinking).
+  auto off_max = ok("{" + m + R"(,"thinking":{"type":"disabled"},"reasoning_effort":"max"})");
+  EXPECT_FALSE(off_max.thinking);
+  EXPECT_FALSE(ok("{" + m + R"(,"reasoning_effort":"max","chat_template_kwargs":{"enable_thinking":false}})").thinking);
+  // Switches that disagree, or two different levels, are still an error.
+  EXPECT_NE(err("{" + m + R"(,"thinking":{"type":"enabled"},"reasoning_effort":"none"})").find("Conflicting"),
+            std::string::npos);
+  EXPECT_NE(err("{" + m + R"(,"reasoning_effort":"max","chat_template_kwargs":{"reasoning_effort":"low"}})")
+                .find("different reasoning efforts"),
             std::string::npos);
   EXPECT_NE(err("{" + m + R"(,"thinking":{"type":"maybe"}})").find("'thinking.type': 'maybe'"), std::string::npos);
   EXPECT_NE(err("{" + m + R"(,"reasoning_effort":3})").find("'reasoning_effort': expected a string"),

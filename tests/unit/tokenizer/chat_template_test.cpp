@@ -116,25 +116,24 @@ TEST(ChatTemplate, LatestReminderAndResponseFormat) {
 }
 
 TEST(ChatTemplate, Errors) {
+  // Only what the official encoder rejects (or no prompt at all).
   ChatRequest r;
   auto empty = render_prompt(r);
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(empty.status().message().find("at least one message"), std::string::npos);
 
-  r.messages = {msg(ChatRole::kUser, "q"), result("nope", "x")};
-  auto orphan = render_prompt(r);
-  ASSERT_FALSE(orphan.ok());
-  EXPECT_NE(orphan.status().message().find("messages[1]: tool result with tool_call_id 'nope'"), std::string::npos);
-
-  r.messages = {msg(ChatRole::kUser, "q"), call("a", "f", "{}"), result("b", "x")};
-  EXPECT_FALSE(render_prompt(r).ok());
-
+  // The encoder's `assert content` on a rendered developer message.
   r.messages = {msg(ChatRole::kDeveloper, "")};
-  EXPECT_NE(render_prompt(r).status().message().find("developer message content must not be empty"),
+  EXPECT_NE(render_prompt(r).status().message().find("messages[0]: developer message content must not be empty"),
             std::string::npos);
+  r.messages = {msg(ChatRole::kUser, "q"), msg(ChatRole::kDeveloper, "")};
+  EXPECT_NE(render_prompt(r).status().message().find("messages[1]: developer"), std::string::npos);
 
-  r.messages = {msg(ChatRole::kUser, "q"), call("a", "f", "[1, 2]")};
-  EXPECT_NE(render_prompt(r).status().message().find("not an object"), std::string::npos);
+  // Arguments that are JSON but not an object: the encoder crashes on `.items()`.
+  for (const char* args : {"[1, 2]", "\"text\"", "3", "null", "true"}) {
+    r.messages = {msg(ChatRole::kUser, "q"), call("a", "f", args)};
+    EXPECT_NE(render_prompt(r).status().message().find("not an object"), std::string::npos) << args;
+  }
 
   r.messages = {msg(ChatRole::kUser, "q")};
   r.tools_json = {"{bad"};
@@ -144,6 +143,91 @@ TEST(ChatTemplate, Errors) {
   ASSERT_FALSE(role.ok());
   EXPECT_NE(role.status().message().find("unknown role 'robot'"), std::string::npos);
   EXPECT_EQ(parse_chat_role("latest_reminder").value(), ChatRole::kLatestReminder);
+}
+
+// Each case below is one the official encoder renders; the expected text is what it renders
+// (tests/data/chat has the same cases as byte-exact goldens through `dsv4 render`).
+TEST(ChatTemplateParity, UnmatchedToolResultRendersFirst) {
+  ChatRequest r;
+  r.thinking = ThinkingMode::kNone;
+  r.messages = {msg(ChatRole::kUser, "q"), call("a", "f", "{}"), result("zzz", "late"), result("a", "A")};
+  // Sort key 0 for the unknown id, stable: the unmatched result stays in front.
+  EXPECT_EQ(render(r), kBos + "<｜User｜>q<｜Assistant｜></think>\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n\n"
+                           "</｜DSML｜invoke>\n</｜DSML｜tool_calls>" + kEos +
+                           "<｜User｜><tool_result>late</tool_result>\n\n<tool_result>A</tool_result><｜Assistant｜></think>");
+  ChatMessage two = call("a", "f", "{}");
+  two.tool_calls.push_back({"b", "g", "{}"});
+  r.messages = {msg(ChatRole::kUser, "q"), two, result("b", "B"), result("nope", "N"), result("a", "A")};
+  const std::string p = render(r);
+  EXPECT_NE(p.find("<｜User｜><tool_result>N</tool_result>\n\n<tool_result>A</tool_result>\n\n<tool_result>B</tool_result>"),
+            std::string::npos) << p;
+}
+
+TEST(ChatTemplateParity, ToolResultWithoutAnyCallBecomesAUserTurn) {
+  ChatRequest r;
+  r.thinking = ThinkingMode::kNone;
+  r.messages = {result("x", "orphan"), msg(ChatRole::kUser, "q")};
+  EXPECT_EQ(render(r), kBos + "<｜User｜><tool_result>orphan</tool_result>\n\nq<｜Assistant｜></think>");
+}
+
+TEST(ChatTemplateParity, EmptyDeveloperDroppedBeforeLastUserIsNotChecked) {
+  // _drop_thinking_messages removes it before render_message could assert.
+  ChatRequest r;
+  r.messages = {msg(ChatRole::kDeveloper, ""), msg(ChatRole::kUser, "q")};
+  EXPECT_EQ(render(r), kBos + "<｜User｜>q<｜Assistant｜><think>");
+}
+
+TEST(ChatTemplateParity, EmptyToolNameAndStrayFieldsRender) {
+  ChatRequest r;
+  r.thinking = ThinkingMode::kNone;
+  ChatMessage u = msg(ChatRole::kUser, "q", "ignored reasoning");
+  u.tool_calls.push_back({"x", "ignored", "{}"});
+  ChatMessage sys = msg(ChatRole::kSystem, "S", "ignored too");
+  r.messages = {sys, u, call("a", "", R"({"k": 1})")};
+  EXPECT_EQ(render(r), kBos + "S<｜User｜>q<｜Assistant｜></think>\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"\">\n"
+                           "<｜DSML｜parameter name=\"k\" string=\"false\">1</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+                           "</｜DSML｜tool_calls>" + kEos);
+}
+
+TEST(ChatTemplateParity, MaxEffortWithThinkingOffIsPlainChat) {
+  // The server maps thinking off to kNone whatever the effort; the encoder adds the max prefix only
+  // in thinking mode.
+  ChatRequest r;
+  r.thinking = ThinkingMode::kNone;
+  r.messages = {msg(ChatRole::kUser, "q")};
+  EXPECT_EQ(render(r), kBos + "<｜User｜>q<｜Assistant｜></think>");
+}
+
+// Every byte of request text is inside RenderedPrompt::request_text; markup never is.
+TEST(ChatTemplate, RequestTextRangesCoverExactlyTheRequest) {
+  ChatRequest r;
+  r.tools_json = {R"({"name":"T1","parameters":{}})"};
+  r.response_format_json = R"({"type":"json_object","x":"RF"})";
+  ChatMessage a = call("c1", "N1", R"({"K1": "V1", "K2": [2]})");
+  a.content = "C1";
+  a.reasoning_content = "R1";
+  a.tool_calls.push_back({"c2", "N2", "RAW2"});
+  r.messages = {msg(ChatRole::kSystem, "S1"), msg(ChatRole::kUser, "U1"), a, result("c1", "TR1"),
+                msg(ChatRole::kDeveloper, "D1"), msg(ChatRole::kLatestReminder, "L1")};
+  auto p = render_chat(r);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  std::string covered;
+  size_t prev_end = 0;
+  for (const TextRange& t : p->request_text) {
+    ASSERT_LE(prev_end, t.begin);
+    ASSERT_LT(t.begin, t.end);
+    ASSERT_LE(t.end, p->text.size());
+    covered += p->text.substr(t.begin, t.end - t.begin) + "|";
+    prev_end = t.end;
+  }
+  for (const char* want : {"S1", "T1", "RF", "U1", "R1", "C1", "N1", "K1", "V1", "K2", "[2]", "N2", "RAW2", "TR1", "D1",
+                           "L1", "arguments"}) {
+    EXPECT_NE(covered.find(want), std::string::npos) << want << " not in request ranges: " << covered;
+  }
+  for (const char* markup : {"<｜User｜>", "<｜Assistant｜>", "</think>", "｜DSML｜", "<tool_result>", "## Tools",
+                             "<｜latest_reminder｜>", "## Response Format", "<｜end▁of▁sentence｜>"}) {
+    EXPECT_EQ(covered.find(markup), std::string::npos) << markup << " inside request ranges: " << covered;
+  }
 }
 
 TEST(PythonJsonDumps, MatchesPythonFormatting) {
