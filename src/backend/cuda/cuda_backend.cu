@@ -85,6 +85,12 @@ bool weight_type(TensorType t) {
     case TensorType::kQ4_K:
     case TensorType::kIQ2_XXS:
     case TensorType::kMXFP4:
+    case TensorType::kQ4_0_ROCMFP4:
+    case TensorType::kQ4_0_ROCMFP4_FAST:
+    case TensorType::kQ6_0_ROCMFPX:
+    case TensorType::kQ8_0_ROCMFPX:
+    case TensorType::kQ3_0_ROCMFPX:
+    case TensorType::kQ2_0_ROCMFP2:
       return true;
     default:
       return false;

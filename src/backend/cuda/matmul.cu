@@ -1,11 +1,11 @@
 // backend/cuda/matmul.cu — CudaBackend::embed, matmul, matmul_batch, and the shared product machinery
 // of matmul.cuh (activation quantization, weight × activation products; moe.cu uses them too).
 //
-// Decomposition (correctness first, one thread per output element):
-//   act quant: one thread per activation block (BlockQ8_0Act per 32, BlockQ8_K per 256) with the
-//              type's scalar activation quantizer; F32/F16/BF16 read the F32 rows in place.
-//   product:   grid (⌈out/128⌉, min(rows, 65535)), one thread per (o, r) computing the whole vec_dot of
-//              weight row o with activation row r in the type's reference order.
+// Decomposition:
+//   act quant: one warp per activation block (BlockQ8_0Act per 32, BlockQ8_K per 256), the type's
+//              activation quantizer split over lanes; F32/F16/BF16 read the F32 rows in place.
+//   product:   grid (⌈out/8⌉, row groups), one warp per weight row o and a tile of up to 8 activation
+//              rows (1 when rows pick experts); float weights go through shared memory (16-byte loads).
 //   embed:     one thread per (token, weight block) dequantizing the block into each copy.
 #include <cuda_fp16.h>
 
@@ -20,6 +20,7 @@
 #include "numerics/quant_ref_iq2_xxs.h"
 #include "numerics/quant_ref_k.h"
 #include "numerics/quant_ref_mxfp4.h"
+#include "numerics/quant_ref_rocmfpx.h"
 
 namespace dsv4::cuda {
 
@@ -227,6 +228,31 @@ struct TypeOps<TensorType::kIQ2_XXS> {
   }
 };
 
+// lucebox's ROCmFPx family (types 100-104, 107): 32-weight blocks with UE4M3 scales and BlockQ8_0Act
+// activations (numerics/quant_ref_rocmfpx.h), one lane per block.
+template <int kType>
+struct RocmfpxOps {
+  static constexpr ActFormat kAct = ActFormat::kQ8_0;
+  static constexpr int kBlock = 32, kBlockBytes = qref::rocmfpx_block_bytes<kType>();
+  static constexpr int kLanes = 1;
+  __device__ static float block_dot(const uint8_t* w, const uint8_t* a) {
+    return qref::dot_block_rocmfpx<kType>(w, *reinterpret_cast<const BlockQ8_0Act*>(a));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) { qref::dequantize_block_rocmfpx<kType>(blk, out); }
+};
+template <>
+struct TypeOps<TensorType::kQ4_0_ROCMFP4> : RocmfpxOps<100> {};
+template <>
+struct TypeOps<TensorType::kQ4_0_ROCMFP4_FAST> : RocmfpxOps<101> {};
+template <>
+struct TypeOps<TensorType::kQ6_0_ROCMFPX> : RocmfpxOps<102> {};
+template <>
+struct TypeOps<TensorType::kQ8_0_ROCMFPX> : RocmfpxOps<103> {};
+template <>
+struct TypeOps<TensorType::kQ3_0_ROCMFPX> : RocmfpxOps<104> {};
+template <>
+struct TypeOps<TensorType::kQ2_0_ROCMFP2> : RocmfpxOps<107> {};
+
 // Calls f(TypeOps<T>{}) for a product type; returns false for a type without device kernels.
 template <typename F>
 bool dispatch_type(TensorType type, F&& f) {
@@ -239,6 +265,12 @@ bool dispatch_type(TensorType type, F&& f) {
     case TensorType::kQ4_K: f(TypeOps<TensorType::kQ4_K>{}); return true;
     case TensorType::kIQ2_XXS: f(TypeOps<TensorType::kIQ2_XXS>{}); return true;
     case TensorType::kMXFP4: f(TypeOps<TensorType::kMXFP4>{}); return true;
+    case TensorType::kQ4_0_ROCMFP4: f(TypeOps<TensorType::kQ4_0_ROCMFP4>{}); return true;
+    case TensorType::kQ4_0_ROCMFP4_FAST: f(TypeOps<TensorType::kQ4_0_ROCMFP4_FAST>{}); return true;
+    case TensorType::kQ6_0_ROCMFPX: f(TypeOps<TensorType::kQ6_0_ROCMFPX>{}); return true;
+    case TensorType::kQ8_0_ROCMFPX: f(TypeOps<TensorType::kQ8_0_ROCMFPX>{}); return true;
+    case TensorType::kQ3_0_ROCMFPX: f(TypeOps<TensorType::kQ3_0_ROCMFPX>{}); return true;
+    case TensorType::kQ2_0_ROCMFP2: f(TypeOps<TensorType::kQ2_0_ROCMFP2>{}); return true;
     default: return false;
   }
 }

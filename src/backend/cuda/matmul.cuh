@@ -2,10 +2,12 @@
 // matmul, matmul_batch) and moe.cu (route, moe): which types have device kernels, their activation
 // formats, and host-side launchers for activation quantization and for weight × activation products.
 //
-// Numerics: every product element is ONE thread computing the type's scalar vec_dot (numerics/
-// quant_ref.h for the quantized types, the 32-partial fma dot of float_types.cpp for F32/F16/BF16)
-// over the activation row quantized with the type's activation quantizer (one thread per activation
-// block): the CPU backend's bits by construction, for any number of rows, experts or batch layout.
+// Numerics: every product element is one warp whose lane l holds partial[l] of numerics/accumulate.h
+// and folds into it exactly the items the scalar vec_dot (numerics/quant_ref.h) puts there, in the
+// same order (float weights: the fma of elements l, l+32, …; block types: the values v_b of blocks
+// b ≡ l mod 32, each v_b from the exact integer sums of one lane or of four lanes); the warp's
+// shuffle-down tree is Partials32::reduce. Activations are quantized with the types' quantizers (one
+// warp per block). The CPU backend's bits for any number of rows, experts or batch layout.
 #pragma once
 
 #include <cstdint>

@@ -229,6 +229,15 @@ std::vector<MatmulCase> matmul_cases() {
     v.push_back({"extreme_weights", t, b == 1 ? 40 : 2 * base, 8, 2, 0, 0, WeightGen::kExtreme});
     if (b > 1) v.push_back({"quantized", t, 2 * b, 16, 5, 0, 0, WeightGen::kQuantized});
   }
+  // lucebox's ROCmFPx family (matmul only: the published DS4 files do not use it in other ops).
+  for (TensorType t : {TensorType::kQ4_0_ROCMFP4, TensorType::kQ4_0_ROCMFP4_FAST, TensorType::kQ6_0_ROCMFPX,
+                       TensorType::kQ8_0_ROCMFPX, TensorType::kQ3_0_ROCMFPX, TensorType::kQ2_0_ROCMFP2}) {
+    v.push_back({"rocmfpx_matvec", t, 4096, 33, 1});
+    v.push_back({"rocmfpx_prefill_cols40", t, 256, 48, 40});
+    v.push_back({"rocmfpx_views", t, 96, 5, 4, 3, 2});
+    v.push_back({"rocmfpx_x_specials", t, 64, 9, 6, 0, 0, WeightGen::kRandom, 12});
+    v.push_back({"rocmfpx_quantized", t, 64, 16, 5, 0, 0, WeightGen::kQuantized});
+  }
   return v;
 }
 

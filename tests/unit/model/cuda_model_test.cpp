@@ -257,6 +257,25 @@ TEST_P(CudaModelTest, DecodeStepSynchronisesOnceAndEqualsCpu) {
   }
 }
 
+// Greedy decode with the argmax on the device: one synchronisation per step (4 bytes), the CPU's ids.
+TEST_P(CudaModelTest, GreedyDecodeOnDeviceEqualsCpu) {
+  Session gpu(*cuda_model_, 1024, 64), cpu(*cpu_model_, 1024, 64);
+  ASSERT_TRUE(gpu.status().ok() && cpu.status().ok());
+  const auto prompt = tokens(150, 8);
+  int32_t g = -1, c = -1;
+  ASSERT_TRUE(gpu.forward_greedy(prompt, &g).ok());
+  ASSERT_TRUE(cpu.forward_greedy(prompt, &c).ok());
+  ASSERT_EQ(g, c) << "after the prompt";
+  for (int i = 0; i < 40; ++i) {
+    const int32_t tg = g, tc = c;
+    const int64_t before = cuda_->syncs();
+    ASSERT_TRUE(gpu.forward_greedy(std::span<const int32_t>(&tg, 1), &g).ok());
+    EXPECT_EQ(cuda_->syncs() - before, 1) << "host synchronisations in decode step " << i;
+    ASSERT_TRUE(cpu.forward_greedy(std::span<const int32_t>(&tc, 1), &c).ok());
+    ASSERT_EQ(g, c) << "decode step " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Mixes, CudaModelTest, ::testing::Values(Mix::kF32, Mix::kQ8_0, Mix::kQ2),
                          [](const ::testing::TestParamInfo<Mix>& i) { return mix_name(i.param); });
 

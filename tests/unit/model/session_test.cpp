@@ -12,6 +12,7 @@
 
 #include "backend/registry/registry.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 #include "tools/synth.h"
 
 namespace dsv4::model {
@@ -89,6 +90,33 @@ TEST_F(SessionTest, ChunkingAndResetNeverChangeBits) {
   s.reset();
   Session empty(*model_, 256);
   EXPECT_EQ(s.snapshot(), empty.snapshot());  // reset is the initial state, byte for byte
+}
+
+// forward_greedy = forward + sampling::argmax of the last logits, and leaves the same state: a greedy
+// decode driven by it follows the logits path token for token (ids and every later logit equal), and
+// a prompt longer than one step picks the argmax of its last row.
+TEST_F(SessionTest, ForwardGreedyIsTheArgmaxOfForward) {
+  const int64_t V = model_->shape().n_vocab;
+  Session greedy(*model_, 256, 16), logits(*model_, 256, 16);
+  ASSERT_TRUE(greedy.status().ok() && logits.status().ok());
+  const std::vector<int32_t> prompt = tokens(37, 11);  // three steps of 16
+  std::vector<float> lg(static_cast<size_t>(V));
+  int32_t next = -1;
+  ASSERT_TRUE(greedy.forward_greedy(prompt, &next).ok());
+  ASSERT_TRUE(logits.forward(prompt, lg.data(), false).ok());
+  int32_t want = sampling::argmax(lg);
+  ASSERT_EQ(next, want) << "after the prompt";
+  for (int i = 0; i < 20; ++i) {
+    int32_t tok = next;
+    ASSERT_TRUE(greedy.forward_greedy(std::span<const int32_t>(&tok, 1), &next).ok());
+    ASSERT_TRUE(logits.forward(std::span<const int32_t>(&tok, 1), lg.data(), false).ok());
+    want = sampling::argmax(lg);
+    ASSERT_EQ(next, want) << "decode step " << i;
+  }
+  EXPECT_EQ(greedy.position(), logits.position());
+  EXPECT_FALSE(greedy.forward_greedy(prompt, nullptr).ok());
+  const int32_t bad = static_cast<int32_t>(V);
+  EXPECT_FALSE(greedy.forward_greedy(std::span<const int32_t>(&bad, 1), &next).ok());
 }
 
 TEST_F(SessionTest, SnapshotRestoreContinuesExactly) {
