@@ -101,19 +101,20 @@ int run_engine(const EngineArgs& a, bool generate) {
     if (!st.ok()) return fail(cmd, st);
     return 0;
   }
-  std::vector<float> last(static_cast<size_t>(V));
+  // Greedy: the highest logit, ties to the lowest id (sampling::argmax's rule), chosen by the backend
+  // where the logits are (a device backend sends back 4 bytes per token, not the vocabulary).
+  int32_t next = -1;
   for (int64_t i = 0; i < n; i += chunk) {
     const int64_t m = std::min(chunk, n - i);
-    Status st = session.forward(std::span<const int32_t>(tokens->data() + i, static_cast<size_t>(m)), last.data(), false);
+    const std::span<const int32_t> part(tokens->data() + i, static_cast<size_t>(m));
+    Status st = i + m == n ? session.forward_greedy(part, &next) : session.forward(part, nullptr, false);
     if (!st.ok()) return fail(cmd, st);
   }
   std::vector<int32_t> out;
   for (int64_t k = 0; k < a.n_predict; ++k) {
-    // Greedy: highest logit, ties to the lowest id.
-    const int32_t next = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
     out.push_back(next);
     if (k + 1 == a.n_predict) break;
-    Status st = session.forward(std::span<const int32_t>(&out.back(), 1), last.data(), false);
+    Status st = session.forward_greedy(std::span<const int32_t>(&out.back(), 1), &next);
     if (!st.ok()) return fail(cmd, st);
   }
   if (a.json) {

@@ -174,11 +174,15 @@ DSV4_HD void dequantize_block_q8_0(const BlockQ8_0* w, float* out) {
 
 // Block contribution: isum = Σ_{i<32} w.qs[i]·a.qs[i] (exact int32);
 // v = (f16_to_f32(w.d) * a.d) * (float)isum (two f32 multiplies, in that order).
+// The float part of a block (the integer sum from anywhere: any way of adding the 32 products).
+DSV4_HD float q8_0_finish(const BlockQ8_0& w, const BlockQ8_0Act& a, int32_t isum) {
+  const float scale = f16_to_f32(w.d) * a.d;
+  return scale * static_cast<float>(isum);
+}
 DSV4_HD float dot_block_q8_0(const BlockQ8_0& w, const BlockQ8_0Act& a) {
   int32_t isum = 0;
   for (int i = 0; i < 32; ++i) isum += static_cast<int32_t>(w.qs[i]) * static_cast<int32_t>(a.qs[i]);
-  const float scale = f16_to_f32(w.d) * a.d;
-  return scale * static_cast<float>(isum);
+  return q8_0_finish(w, a, isum);
 }
 
 // ACCUMULATION ORDER (Q8_0 x Q8_0Act): partial[b % 32] += dot_block_q8_0(w[b], x[b]) for b ascending,

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backend/cuda/matmul.cuh"
+#include "backend/cuda/quant_dots.cuh"
 #include "numerics/blocks.h"
 #include "numerics/hd.h"
 #include "numerics/quant_ref.h"
@@ -118,7 +119,8 @@ struct TypeOps<TensorType::kQ8_0> {
   static constexpr int kBlock = 32, kBlockBytes = sizeof(BlockQ8_0);
   static constexpr int kLanes = 1;  // one lane per block
   __device__ static float block_dot(const uint8_t* w, const uint8_t* a) {
-    return qref::dot_block_q8_0(*reinterpret_cast<const BlockQ8_0*>(w), *reinterpret_cast<const BlockQ8_0Act*>(a));
+    const auto& act = *reinterpret_cast<const BlockQ8_0Act*>(a);
+    return qref::q8_0_finish(*reinterpret_cast<const BlockQ8_0*>(w), act, qdot::q8_0_isum(w, act));
   }
   __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
     return qref::vec_dot_q8_0(n, reinterpret_cast<const BlockQ8_0*>(w), reinterpret_cast<const BlockQ8_0Act*>(act));
@@ -134,7 +136,10 @@ struct TypeOps<TensorType::kQ2_K> {
   static constexpr int kLanes = 4;  // four lanes per super-block: sub-blocks 4s … 4s+3
   using Isum = qref::KQuantIsums;
   __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
-    return qref::q2_k_isums(*reinterpret_cast<const BlockQ2_K*>(w), *reinterpret_cast<const BlockQ8_K*>(a), 4 * s, 4 * s + 4);
+    const auto& blk = *reinterpret_cast<const BlockQ2_K*>(w);
+    const auto& act = *reinterpret_cast<const BlockQ8_K*>(a);
+    if (reinterpret_cast<uintptr_t>(w) % 4 == 0) return qdot::q2_k_isums(blk, act, 4 * s, 4 * s + 4);
+    return qref::q2_k_isums(blk, act, 4 * s, 4 * s + 4);
   }
   __device__ static Isum add(Isum x, Isum y) { return {x.sc + y.sc, x.m + y.m}; }
   __device__ static Isum shfl_xor(Isum x, int m) {
@@ -211,8 +216,8 @@ struct TypeOps<TensorType::kIQ2_XXS> {
   __device__ static qref::Iq2xxsTables tables() { return {d_iq2xxs.grid, d_iq2xxs.signs}; }
   using Isum = int32_t;
   __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
-    return qref::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a), tables(),
-                              2 * s, 2 * s + 2);
+    return qdot::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a),
+                              d_iq2xxs.grid, d_iq2xxs.signs, 2 * s, 2 * s + 2);
   }
   __device__ static Isum add(Isum x, Isum y) { return x + y; }
   __device__ static Isum shfl_xor(Isum x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }

@@ -1,0 +1,80 @@
+// backend/cuda/quant_dots.cuh — the exact int32 parts of the quantized block dots with dp4a (four
+// int8 products per instruction) instead of numerics/quant_ref*.h's byte-at-a-time loops. Integer
+// sums are order-free, so these are the same integers as the scalar references; the float parts stay
+// the references' own (q8_0_finish, q2_k_finish, iq2_xxs_finish). The conformance suite compares every
+// product with the scalar reference at zero bits. Included by matmul.cu only.
+//
+// Alignment: activations are this backend's own scratch (BlockQ8_0Act / BlockQ8_K rows, qs 4-byte
+// aligned); Q8_0 and IQ2_XXS weights are read as 16-bit words (their blocks are 2-byte aligned);
+// Q2_K as 32-bit words where the block is 4-byte aligned (the caller checks and otherwise uses the
+// reference).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "numerics/blocks.h"
+#include "numerics/quant_ref_iq2_xxs.h"
+#include "numerics/quant_ref_k.h"
+
+namespace dsv4::cuda::qdot {
+
+// Σ_{i<32} w.qs[i]·a.qs[i] (dot_block_q8_0's isum).
+__device__ __forceinline__ int32_t q8_0_isum(const uint8_t* wblk, const BlockQ8_0Act& a) {
+  const uint16_t* q16 = reinterpret_cast<const uint16_t*>(wblk + 2);  // BlockQ8_0: u16 d, i8 qs[32]
+  const int* a32 = reinterpret_cast<const int*>(a.qs);
+  int32_t s = 0;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const uint32_t w = static_cast<uint32_t>(q16[2 * k]) | (static_cast<uint32_t>(q16[2 * k + 1]) << 16);
+    s = __dp4a(static_cast<int>(w), a32[k], s);
+  }
+  return s;
+}
+
+// Byte j of the result is 0xff where bit j of the low four bits of b is set.
+__device__ __forceinline__ uint32_t sign_bytes(uint32_t b) { return ((b & 0xfu) * 0x00204081u & 0x01010101u) * 0xffu; }
+
+// iq2_xxs_isum over groups [g0, g1): grid bytes (0…43) get their signs per byte ((g ^ m) − m), then
+// dp4a against the activation words.
+__device__ __forceinline__ int32_t iq2_xxs_isum(const BlockIq2Xxs& w, const BlockQ8_K& a, const uint64_t* grid,
+                                               const uint8_t* signs, int g0, int g1) {
+  int32_t isum = 0;
+  for (int g = g0; g < g1; ++g) {
+    uint32_t aw[2];
+    qref::iq2_xxs_group_words(w, g, aw);
+    const int* a32 = reinterpret_cast<const int*>(a.qs + 32 * g);
+    int32_t gsum = 0;
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t gr = grid[(aw[0] >> (8 * l)) & 0xff];
+      const uint32_t sg = signs[(aw[1] >> (7 * l)) & 127];
+      const uint32_t m_lo = sign_bytes(sg), m_hi = sign_bytes(sg >> 4);
+      const uint32_t g_lo = static_cast<uint32_t>(gr), g_hi = static_cast<uint32_t>(gr >> 32);
+      gsum = __dp4a(static_cast<int>(__vsub4(g_lo ^ m_lo, m_lo)), a32[2 * l], gsum);
+      gsum = __dp4a(static_cast<int>(__vsub4(g_hi ^ m_hi, m_hi)), a32[2 * l + 1], gsum);
+    }
+    isum += static_cast<int32_t>(2 * (aw[1] >> 28) + 1) * gsum;
+  }
+  return isum;
+}
+
+// q2_k_isums over sub-blocks [k0, k1) for a 4-byte aligned block: sub-block k's 16 quants are bits
+// 2j of qs[32h + 16(k mod 2) + i], h = k / 8, j = (k / 2) mod 4.
+__device__ __forceinline__ qref::KQuantIsums q2_k_isums(const BlockQ2_K& w, const BlockQ8_K& a, int k0, int k1) {
+  qref::KQuantIsums s;
+  for (int k = k0; k < k1; ++k) {
+    const int h = k / 8, j = (k / 2) % 4;
+    const uint32_t* q32 = reinterpret_cast<const uint32_t*>(w.qs + 32 * h + 16 * (k % 2));
+    const int* a32 = reinterpret_cast<const int*>(a.qs + 16 * k);
+    int32_t sub = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sub = __dp4a(static_cast<int>((q32[i] >> (2 * j)) & 0x03030303u), a32[i], sub);
+    s.sc += (w.scales[k] & 15) * sub;
+    s.m += (w.scales[k] >> 4) * static_cast<int32_t>(a.bsums[k]);
+  }
+  return s;
+}
+
+}  // namespace dsv4::cuda::qdot
