@@ -245,18 +245,9 @@ struct RocmfpxOps {
   }
   __device__ static void dequant_block(const uint8_t* blk, float* out) { qref::dequantize_block_rocmfpx<kType>(blk, out); }
 };
-template <>
-struct TypeOps<TensorType::kQ4_0_ROCMFP4> : RocmfpxOps<100> {};
-template <>
-struct TypeOps<TensorType::kQ4_0_ROCMFP4_FAST> : RocmfpxOps<101> {};
-template <>
-struct TypeOps<TensorType::kQ6_0_ROCMFPX> : RocmfpxOps<102> {};
-template <>
-struct TypeOps<TensorType::kQ8_0_ROCMFPX> : RocmfpxOps<103> {};
-template <>
-struct TypeOps<TensorType::kQ3_0_ROCMFPX> : RocmfpxOps<104> {};
-template <>
-struct TypeOps<TensorType::kQ2_0_ROCMFP2> : RocmfpxOps<107> {};
+template <TensorType T>
+  requires((static_cast<int>(T) >= 100 && static_cast<int>(T) <= 104) || static_cast<int>(T) == 107)
+struct TypeOps<T> : RocmfpxOps<static_cast<int>(T)> {};
 
 // Calls f(TypeOps<T>{}) for a product type; returns false for a type without device kernels.
 template <typename F>
