@@ -183,11 +183,13 @@ void Server::Impl::handle_generation(ApiKind kind, const http::Request& req, htt
     std::vector<api::OutputEvent> ev;
     std::vector<api::TokenLogprobInfo> lps;
     std::string text;
+    auto next_check = std::chrono::steady_clock::now();
     for (;;) {
       auto msg = job->channel.pop(std::chrono::milliseconds(100));
-      if (!msg) {
-        // Nothing is written until the end, so the socket is watched: a client that hangs up
-        // cancels its generation (within one token) instead of letting it run to max_tokens.
+      if (std::chrono::steady_clock::now() >= next_check) {
+        // Nothing is written until the end, so the socket is watched (every 100 ms): a client
+        // that hangs up cancels its generation instead of letting it run to max_tokens.
+        next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
         if (!req.client_connected()) {
           job->cancelled = true;
           api::ApiError e;  // (never read: the client is gone; the log and metrics see a 499)
@@ -196,8 +198,8 @@ void Server::Impl::handle_generation(ApiKind kind, const http::Request& req, htt
           e.message = "The client closed the connection; the generation was cancelled.";
           return send_error(kind, res, e, "");
         }
-        continue;
       }
+      if (!msg) continue;
       if (auto* d = std::get_if<GenerationDelta>(&*msg)) {
         assembler.add(*d, ev, lps, text);
         ev.clear();
