@@ -193,7 +193,7 @@ ParseResult parse_request_head(std::string_view head, const ParserLimits& limits
 
   // Header fields.
   const std::string* content_length = nullptr;
-  std::vector<std::string_view> transfer_codings;
+  std::vector<std::string> transfer_codings;  // copies: out.headers reallocates while it grows
   bool has_transfer_encoding = false;
   bool connection_close = false, connection_keep_alive = false;
   while (pos < head.size()) {
@@ -217,7 +217,7 @@ ParseResult parse_request_head(std::string_view head, const ParserLimits& limits
       content_length = &stored;
     } else if (iequals(name, "Transfer-Encoding")) {
       has_transfer_encoding = true;
-      for (std::string_view c : split_list(stored)) transfer_codings.push_back(c);
+      for (std::string_view c : split_list(stored)) transfer_codings.emplace_back(c);
     } else if (iequals(name, "Connection")) {
       for (std::string_view c : split_list(stored)) {
         if (iequals(c, "close")) connection_close = true;
