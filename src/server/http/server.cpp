@@ -492,6 +492,7 @@ void Server::Impl::accept_one() {
       Connection c(*this, s->fd);
       c.serve();
       c.linger_if_needed();
+      ::shutdown(s->fd, SHUT_RDWR);  // the client sees the end now; reap() closes the descriptor
       s->finished = true;
     });
   } catch (const std::system_error&) {
