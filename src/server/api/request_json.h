@@ -31,6 +31,7 @@
 
 #include "base/status.h"
 #include "server/api/generation_params.h"
+#include "server/api/json_limits.h"
 
 namespace dsv4::server::api {
 
@@ -39,11 +40,6 @@ using Json = nlohmann::ordered_json;
 
 enum class Dialect { kOpenAi, kAnthropic };
 
-// The request body limits, the same for every route (the HTTP layer limits the body's bytes):
-inline constexpr int kMaxJsonDepth = 256;                 // nesting of arrays/objects
-inline constexpr size_t kMaxJsonObjectKeys = 4096;        // distinct keys in one object
-inline constexpr size_t kMaxJsonValues = size_t{1} << 22;  // keys + elements + scalars in the whole body
-inline constexpr size_t kMaxJsonStringBytes = size_t{16} << 20;  // one string or key, decoded
 inline constexpr int64_t kMaxTokensLimit = 2147483647;  // max_tokens above this is absurd → 400
 inline constexpr size_t kMaxStopStrings = 16;
 inline constexpr size_t kMaxTools = 128;

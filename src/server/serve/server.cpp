@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "server/api/anthropic.h"
+#include "server/api/json_limits.h"
 #include "server/api/utility_requests.h"
 #include "server/serve/server_impl.h"
 
@@ -238,7 +239,14 @@ void Server::Impl::install_routes() {
                      {"think_max_min_context", tokenizer::kThinkMaxMinContext},
                      {"default_system_prompt", options.default_system_prompt}};
     j["server"] = {{"max_queue", options.max_queue}, {"max_body_bytes", options.max_body_bytes},
-                   {"auth", !options.api_key.empty()}, {"cors", options.cors_origin}};
+                   {"auth", !options.api_key.empty()}, {"cors", options.cors_origin},
+                   {"max_connections", options.max_connections}, {"head_timeout_s", options.head_timeout_s},
+                   {"idle_timeout_s", options.idle_timeout_s}, {"read_timeout_s", options.read_timeout_s}};
+    j["limits"] = {{"max_header_fields", http::ParserLimits{}.max_header_count},
+                   {"max_header_bytes", http::ParserLimits{}.max_head_bytes},
+                   {"max_request_line_bytes", http::ParserLimits{}.max_request_line},
+                   {"json_max_depth", api::kMaxJsonDepth}, {"json_max_object_keys", api::kMaxJsonObjectKeys},
+                   {"json_max_values", api::kMaxJsonValues}, {"json_max_string_bytes", api::kMaxJsonStringBytes}};
     res.set_content(j.dump(), "application/json");
   });
   http.get("/metrics", [this](const http::Request&, http::Response& res) {
