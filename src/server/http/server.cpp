@@ -111,8 +111,9 @@ class Connection {
   enum class ReadResult { kData, kEof, kTimeout, kStopped };
   ReadResult read_more(Clock::time_point deadline);
   bool write_all(std::string_view data);
-  // Writes an error answer made before any route ran; always closes afterwards.
-  void answer_error(const Request& req, const HttpError& e);
+  // Writes an error answer made before any route ran; always closes afterwards. `headers`: those
+  // pre-routing already set (CORS), kept on the answer.
+  void answer_error(const Request& req, const HttpError& e, const std::vector<Header>& headers = {});
   // Writes `res` (head, then body or provider stream); false when the connection must close.
   bool write_response(const Request& req, Response& res, bool head_only, bool close_after, int minor_version);
 
@@ -268,10 +269,11 @@ void Connection::linger_if_needed() {
   }
 }
 
-void Connection::answer_error(const Request& req, const HttpError& e) {
+void Connection::answer_error(const Request& req, const HttpError& e, const std::vector<Header>& headers) {
   unread_input_ = true;
   Response res;
   res.status = e.status;
+  res.headers = headers;
   res.error_message = e.message;
   srv_.finish_response(req, res);
   write_response(req, res, /*head_only=*/false, /*close_after=*/true, 1);
@@ -404,14 +406,14 @@ void Connection::serve() {
         const ParseResult r = decoder.feed(buf_, used, req.body, err);
         buf_.erase(0, used);
         if (r == ParseResult::kComplete) break;
-        if (r == ParseResult::kError) return answer_error(req, err);
+        if (r == ParseResult::kError) return answer_error(req, err, res.headers);
         switch (read_more(Clock::now() + std::chrono::milliseconds(lim.read_timeout_ms))) {
           case ReadResult::kData: break;
           case ReadResult::kEof:
           case ReadResult::kStopped: return;
           case ReadResult::kTimeout:
             return answer_error(req, {408, "The request body stalled for " + std::to_string(lim.read_timeout_ms / 1000) +
-                                               " s."});
+                                               " s."}, res.headers);
         }
       }
     }
