@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -85,6 +86,11 @@ struct Server::Impl {
   int bound_port = -1;
   int wake_read = -1, wake_write = -1;  // a pipe: written once by stop(), never drained
   std::atomic<bool> stopping{false};
+  std::atomic<size_t> body_bytes{0};  // request bodies in memory now (BodyReservation)
+  size_t bodies_limit() const {
+    if (limits.max_bodies_bytes > 0) return limits.max_bodies_bytes;
+    return std::max<size_t>(size_t{256} << 20, 4 * limits.parser.max_body_bytes);
+  }
 
   std::mutex conn_mu;
   std::list<std::unique_ptr<ConnectionSlot>> connections;
@@ -94,6 +100,31 @@ struct Server::Impl {
   void reap(bool all);
   void finish_response(const Request& req, Response& res) const;
   const Route* find_route(const std::string& method, const std::string& path, std::vector<std::string>& matches) const;
+};
+
+// A request body's share of Impl::body_bytes, returned when the request is done.
+class BodyReservation {
+ public:
+  explicit BodyReservation(Server::Impl& srv) : srv_(srv) {}
+  ~BodyReservation() { srv_.body_bytes.fetch_sub(held_); }
+  BodyReservation(const BodyReservation&) = delete;
+  BodyReservation& operator=(const BodyReservation&) = delete;
+  // Holds `total` bytes in all (never less than already held); false when that would pass the limit.
+  bool hold(size_t total) {
+    if (total <= held_) return true;
+    const size_t more = total - held_;
+    const size_t before = srv_.body_bytes.fetch_add(more);
+    if (before + more > srv_.bodies_limit()) {
+      srv_.body_bytes.fetch_sub(more);
+      return false;
+    }
+    held_ = total;
+    return true;
+  }
+
+ private:
+  Server::Impl& srv_;
+  size_t held_ = 0;
 };
 
 // The state of one connection while its thread serves it.
@@ -398,13 +429,24 @@ void Connection::serve() {
       write_response(req, res, head_only, true, head.minor_version);
       return;
     }
+    BodyReservation reservation(srv_);
+    const HttpError busy{503, "The server is receiving too many request bodies at once (" +
+                                  std::to_string(srv_.bodies_limit() >> 20) + " MiB in all). Retry after a moment."};
     if (head.framing != BodyFraming::kNone) {
+      if (!reservation.hold(static_cast<size_t>(head.content_length))) {
+        res.set_header("Retry-After", "1");
+        return answer_error(req, busy, res.headers);
+      }
       if (head.expect_continue && buf_.empty() && !write_all("HTTP/1.1 100 Continue\r\n\r\n")) return;
       BodyDecoder decoder(head, lim.parser);
       for (;;) {
         size_t used = 0;
         const ParseResult r = decoder.feed(buf_, used, req.body, err);
         buf_.erase(0, used);
+        if (!reservation.hold(req.body.size())) {  // chunked: the body grows as it is decoded
+          res.set_header("Retry-After", "1");
+          return answer_error(req, busy, res.headers);
+        }
         if (r == ParseResult::kComplete) break;
         if (r == ParseResult::kError) return answer_error(req, err, res.headers);
         switch (read_more(Clock::now() + std::chrono::milliseconds(lim.read_timeout_ms))) {

@@ -6,6 +6,7 @@
 //   idle_timeout   a keep-alive connection may wait this long for its next request → closed;
 //   read_timeout   the longest wait for the next bytes of a body → 408;
 //   write_timeout  the longest wait for a slow reader to take response bytes → closed.
+// Bodies in memory are bounded per request (max_body_bytes) and in all (max_bodies_bytes → 503).
 // Keep-alive is unlimited in requests; pipelined requests are answered in order (bytes read ahead
 // stay in the connection's buffer). Any parse error (request_parser.h) is answered and the
 // connection closed; so is any request whose body is not read (answered before reading it: 401,
@@ -44,6 +45,11 @@ struct ServerLimits {
   int read_timeout_ms = 30'000;
   int write_timeout_ms = 30'000;
   int max_connections = 512;
+  // Request bodies held in memory at once, all connections together (a body counts from its
+  // declared length, or as it is de-chunked, until its answer is written); 0 = max(256 MiB,
+  // 4 × max_body_bytes). Over it → 503 with Retry-After, closed: many large uploads at once
+  // cannot exhaust memory.
+  size_t max_bodies_bytes = 0;
   int stop_grace_ms = 10'000;  // stop(): in-flight responses may finish this long, then are cut
 };
 

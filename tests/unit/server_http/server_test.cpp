@@ -180,6 +180,31 @@ TEST(HttpServer, RangeIsIgnoredAndKeepAliveIsUnlimited) {
   EXPECT_EQ(out.find("206"), std::string::npos);
 }
 
+TEST(HttpServer, BodiesInMemoryAreBoundedInAll) {
+  ServerLimits limits;
+  limits.parser.max_body_bytes = 100;
+  limits.max_bodies_bytes = 150;
+  TestServer s(limits);
+  // A holds 100 bytes of budget while its body trickles in; B's 100 more do not fit.
+  const int a = connect_to(s.port());
+  send_all(a, "POST /echo HTTP/1.1\r\nContent-Length: 100\r\n\r\n" + std::string(50, 'a'));
+  std::this_thread::sleep_for(100ms);
+  const std::string b = exchange(s.port(), "POST /echo HTTP/1.1\r\nContent-Length: 100\r\n\r\n" + std::string(100, 'b'));
+  EXPECT_EQ(b.substr(0, 12), "HTTP/1.1 503") << b;
+  EXPECT_NE(b.find("Retry-After: 1"), std::string::npos) << b;
+  const std::string chunked = exchange(s.port(), "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                                 "40\r\n" + std::string(64, 'c') + "\r\n0\r\n\r\n");
+  EXPECT_EQ(chunked.substr(0, 12), "HTTP/1.1 503") << chunked;
+  send_all(a, std::string(50, 'a') + "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n");
+  const std::string out = read_all(a);
+  ::close(a);
+  EXPECT_EQ(count(out, "HTTP/1.1 200 OK"), 2u) << out;
+  // A's share was given back: B fits now.
+  const std::string again = exchange(s.port(), "POST /echo HTTP/1.1\r\nContent-Length: 100\r\nConnection: close\r\n\r\n" +
+                                                    std::string(100, 'b'));
+  EXPECT_EQ(again.substr(0, 12), "HTTP/1.1 200") << again;
+}
+
 TEST(HttpServer, SlowHeadGets408) {
   ServerLimits limits;
   limits.head_timeout_ms = 300;
