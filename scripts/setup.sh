@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake g++ pkg-config python3 python3-venv python3-pip
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
+  nlohmann-json3-dev libcli11-dev
   clang libclang-rt-dev
 )
 missing=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/test-cuda.sh — the GPU test command (docs/cuda.md). Needs an NVIDIA GPU of compute capability
 # ≥ 9.0, its driver, and cmake, g++, nvcc, gtest, nlohmann-json, CLI11. Works offline: packages the
-# machine lacks (cpp-httplib, brotli, …) come from .debs/ (scripts/fetch-debs.sh, run where apt
+# machine lacks (none today; see scripts/fetch-debs.sh) come from .debs/ (scripts/fetch-debs.sh, run where apt
 # works), unpacked with dpkg -x into a private prefix that CMake is pointed at (never into /).
 #   1. configure build-cuda with -DDSV4_CUDA=ON -DDSV4_WERROR=ON (Release, CUDA -lineinfo); build all
 #   2. ctest -L cuda: the conformance suite's cuda instances (every op, zero-bit bound) and the
@@ -100,9 +100,9 @@ if [ ${#debs[@]} -gt 0 ]; then
     export PATH="$PREFIX/bin:$PATH"
     CMAKE_DEPS+=("-DPKG_CONFIG_EXECUTABLE=$PREFIX/bin/pkg-config")
   fi
-  # Headers: pkg-config gives -I$PREFIX/usr/include; the multiarch dir (openssl's configuration
-  # header) only after the system's own. Libraries: the executables carry an RPATH (not RUNPATH, so
-  # it also serves libcpp-httplib's own dependencies) to the prefix.
+  # Headers: pkg-config gives -I$PREFIX/usr/include; the multiarch dir only after the system's own.
+  # Libraries: the executables carry an RPATH (not RUNPATH, so it also serves the libraries'
+  # own dependencies) to the prefix.
   CMAKE_DEPS+=("-DCMAKE_PREFIX_PATH=$PREFIX/usr"
                "-DCMAKE_CXX_FLAGS=-idirafter $PREFIX/usr/include/$ARCH -idirafter $PREFIX/usr/include"
                "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -Wl,-rpath,$ARCH_LIB -Wl,-rpath-link,$ARCH_LIB")
@@ -123,7 +123,6 @@ if [ $do_build -eq 1 ]; then
     row configure FAIL "$(secs "$t")"; summary; exit 1
   fi
   if [ $configure_only -eq 1 ]; then
-    grep -E "^HTTPLIB_(INCLUDE_DIRS|LINK_LIBRARIES):" "$BUILD/CMakeCache.txt" | sed 's/^/  /'
     summary; exit $failed
   fi
   echo "== build (-j$JOBS)"

@@ -3,7 +3,8 @@
 #   1. set-up (apt packages, pinned Python tools in .venv)
 #   2. Release build with warnings as errors, the default CTest suite (every label but `slow` and `soak`)
 #   3. ASan+UBSan build of the unit tests, run; the server soak (label soak) against it
-#   4. the GGUF reader fuzzer for a bounded time (default 60 s; DSV4_FUZZ_SECONDS=0 skips)
+#   4. the fuzzers (GGUF reader, DSML parser, HTTP request parser) for a bounded time (default 60 s;
+#      DSV4_FUZZ_SECONDS=0 skips)
 # Options: --quick skips 3 and 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ if [ $quick -eq 0 ]; then
     ctest --test-dir build-asan --output-on-failure -L soak
   secs=${DSV4_FUZZ_SECONDS:-60}
   if [ "$secs" != "0" ]; then
-    echo "== fuzz GGUF reader (${secs}s)"
+    echo "== fuzz GGUF reader, DSML parser, HTTP request parser (${secs}s)"
     scripts/run_fuzz.sh "$secs"
   fi
 fi

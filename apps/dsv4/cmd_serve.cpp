@@ -122,6 +122,20 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--keepalive-ms", a->serve.keepalive_ms, "SSE keep-alive comment interval")
       ->capture_default_str()
       ->check(CLI::Range(10, 600000));
+  cmd->add_option("--max-connections", a->serve.max_connections,
+                  "open HTTP connections (one thread each; more → 503)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--head-timeout-s", a->serve.head_timeout_s, "a request's head must arrive within this (→ 408)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  cmd->add_option("--idle-timeout-s", a->serve.idle_timeout_s, "idle keep-alive connections are closed after this")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
+  cmd->add_option("--read-timeout-s", a->serve.read_timeout_s,
+                  "longest wait for request body bytes (→ 408) or for a client to take response bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
   cmd->add_option("--alias", a->serve.model_alias, "model id reported by /v1/models (default: the file name)");
   cmd->add_option("--default-system-prompt", a->serve.default_system_prompt,
                   "system prompt inserted when a chat request has none (off by default; shown in /props)");

@@ -141,8 +141,6 @@ def test_413_body_too_large(small_body_server):
     assert_served(port)
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: cpp-httplib 0.11.4 does not apply payload_max_length to "
-                                       "chunked request bodies (the whole body is buffered, then parsed)")
 def test_413_chunked_body_too_large(small_body_server):
     port = small_body_server.port
     c = Conn(port)
@@ -162,9 +160,6 @@ def test_413_chunked_body_too_large(small_body_server):
     check_error(CHAT, r, 413)
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: cpp-httplib 0.11.4 caps application/x-www-form-urlencoded "
-                                       "bodies at 8 KiB (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH) and answers "
-                                       "413; `curl -d @req.json` sends that content type")
 def test_json_body_with_curl_default_content_type(server):
     body = json.dumps(small_chat(user="u" * 10000)).encode()
     r = post(server.port, CHAT, body, headers={"Content-Type": "application/x-www-form-urlencoded"})

@@ -296,8 +296,9 @@ Status parse_sampling(const Json& body, GenerationParams& p) {
 
 }  // namespace
 
-Result<ChatCompletionRequest> parse_anthropic_messages_request(std::string_view json_text) {
-  DSV4_ASSIGN_OR_RETURN(Json body, parse_json_body(json_text, kD));
+namespace {
+
+Result<ChatCompletionRequest> parse_anthropic_body(const Json& body) {
   ChatCompletionRequest out;
   DSV4_ASSIGN_OR_RETURN(std::optional<std::string> model, read_string(body, "model", "model", kD));
   out.model = model.value_or("");
@@ -313,6 +314,19 @@ Result<ChatCompletionRequest> parse_anthropic_messages_request(std::string_view 
   out.stream = out.params.stream;
   out.max_tokens = out.params.max_tokens;
   return out;
+}
+
+}  // namespace
+
+Result<ChatCompletionRequest> parse_anthropic_messages_request(std::string_view json_text) {
+  DSV4_ASSIGN_OR_RETURN(Json body, parse_json_body(json_text, kD));
+  return parse_anthropic_body(body);
+}
+
+Result<ChatCompletionRequest> parse_anthropic_count_tokens_request(std::string_view json_text) {
+  DSV4_ASSIGN_OR_RETURN(Json body, parse_json_body(json_text, kD));
+  if (find_field(body, "max_tokens") == nullptr) body["max_tokens"] = 1;  // count_tokens has none
+  return parse_anthropic_body(body);
 }
 
 }  // namespace dsv4::server::api

@@ -33,5 +33,7 @@
 namespace dsv4::server::api {
 
 Result<ChatCompletionRequest> parse_anthropic_messages_request(std::string_view json_text);
+// POST /v1/messages/count_tokens: the same body, parsed the same way; max_tokens is optional.
+Result<ChatCompletionRequest> parse_anthropic_count_tokens_request(std::string_view json_text);
 
 }  // namespace dsv4::server::api

@@ -2,7 +2,8 @@
 // request body into JSON and typed field readers whose errors name the field in each API's style.
 //
 // Owns: the body checks every route shares (empty body, invalid UTF-8 anywhere in the body,
-// syntax errors with a byte offset, nesting deeper than kMaxJsonDepth, unpaired \u surrogates),
+// syntax errors with a byte offset, the limits below, unpaired \u surrogates; parsing is linear in
+// the body's size),
 // with messages that never echo parser internals; the two error dialects:
 //   OpenAI:    Invalid type for 'temperature': expected a number, but got a string instead.
 //              Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 3 instead.
@@ -30,6 +31,7 @@
 
 #include "base/status.h"
 #include "server/api/generation_params.h"
+#include "server/api/json_limits.h"
 
 namespace dsv4::server::api {
 
@@ -38,7 +40,6 @@ using Json = nlohmann::ordered_json;
 
 enum class Dialect { kOpenAi, kAnthropic };
 
-inline constexpr int kMaxJsonDepth = 256;        // nesting of arrays/objects in a request body
 inline constexpr int64_t kMaxTokensLimit = 2147483647;  // max_tokens above this is absurd → 400
 inline constexpr size_t kMaxStopStrings = 16;
 inline constexpr size_t kMaxTools = 128;

@@ -129,16 +129,12 @@ struct StreamState {
   std::unique_ptr<api::AnthropicStream> anthropic;
   bool started = false;
   bool finished = false;
-  std::atomic<int>* open_streams = nullptr;  // decremented once, when the stream ends either way
-  void closed() {
-    if (open_streams) open_streams->fetch_sub(1);
-    open_streams = nullptr;
-  }
 };
 
 }  // namespace
 
-void Server::Impl::handle_generation(ApiKind kind, const httplib::Request& req, httplib::Response& res) {
+void Server::Impl::handle_generation(ApiKind kind, const http::Request& req, http::Response& res) {
+  if (rejected_form_body(kind, req, res)) return;
   PreparedRequest prep;
   std::optional<api::ApiError> err;
   if (kind == ApiKind::kCompletion) {
@@ -187,8 +183,22 @@ void Server::Impl::handle_generation(ApiKind kind, const httplib::Request& req, 
     std::vector<api::OutputEvent> ev;
     std::vector<api::TokenLogprobInfo> lps;
     std::string text;
+    auto next_check = std::chrono::steady_clock::now();
     for (;;) {
-      auto msg = job->channel.pop(std::chrono::milliseconds(1000));
+      auto msg = job->channel.pop(std::chrono::milliseconds(100));
+      if (std::chrono::steady_clock::now() >= next_check) {
+        // Nothing is written until the end, so the socket is watched (every 100 ms): a client
+        // that hangs up cancels its generation instead of letting it run to max_tokens.
+        next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+        if (!req.client_connected()) {
+          job->cancelled = true;
+          api::ApiError e;  // (never read: the client is gone; the log and metrics see a 499)
+          e.http_status = 499;
+          e.type = "client_closed_request";
+          e.message = "The client closed the connection; the generation was cancelled.";
+          return send_error(kind, res, e, "");
+        }
+      }
       if (!msg) continue;
       if (auto* d = std::get_if<GenerationDelta>(&*msg)) {
         assembler.add(*d, ev, lps, text);
@@ -215,8 +225,6 @@ void Server::Impl::handle_generation(ApiKind kind, const httplib::Request& req, 
   }
 
   auto st = std::make_shared<StreamState>();
-  st->open_streams = &open_streams;
-  open_streams.fetch_add(1);
   st->job = job;
   st->prep = std::move(prep);
   st->meta = meta;
@@ -230,7 +238,7 @@ void Server::Impl::handle_generation(ApiKind kind, const httplib::Request& req, 
   const int keepalive_ms = options.keepalive_ms;
   res.set_chunked_content_provider(
       "text/event-stream",
-      [st, keepalive_ms](size_t, httplib::DataSink& sink) -> bool {
+      [st, keepalive_ms](size_t, http::DataSink& sink) -> bool {
         auto write = [&](const std::string& s) {
           if (s.empty()) return true;
           if (!sink.is_writable() || !sink.write(s.data(), s.size())) {
@@ -279,12 +287,10 @@ void Server::Impl::handle_generation(ApiKind kind, const httplib::Request& req, 
         st->finished = true;
         const bool ok = write(out);
         sink.done();
-        st->closed();
         return ok;
       },
       [st](bool success) {
         if (!success || !st->finished) st->job->cancelled = true;
-        st->closed();
       });
 }
 

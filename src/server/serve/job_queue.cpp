@@ -61,7 +61,10 @@ void EngineWorker::stop() {
 bool EngineWorker::submit(std::shared_ptr<Job> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || static_cast<int64_t>(queue_.size()) >= max_queue_) return false;
+    // max_queue jobs may wait behind the running one. The job the worker is about to take counts
+    // as running, not waiting: with the worker idle, a job is accepted even at --max-queue 0.
+    const int64_t held = static_cast<int64_t>(queue_.size()) + (running_ ? 1 : 0);
+    if (stopping_ || held >= max_queue_ + 1) return false;
     queue_.push_back(std::move(job));
   }
   cv_.notify_one();

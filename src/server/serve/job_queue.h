@@ -60,7 +60,7 @@ class EngineWorker {
   EngineWorker(Engine& engine, int64_t max_queue, JobFinishedHook hook);
   ~EngineWorker();  // stops: cancels the running job, fails the queued ones, joins
 
-  // False when the queue already holds max_queue waiting jobs (the caller answers 429).
+  // False when max_queue jobs already wait behind a running one (the caller answers 429).
   bool submit(std::shared_ptr<Job> job);
   int64_t queued() const;
   bool busy() const { return busy_.load(); }

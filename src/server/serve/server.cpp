@@ -1,12 +1,14 @@
 // server/serve/server.cpp — set-up (bind, timeouts, thread pool, body limit), authentication,
 // CORS, error shapes for transport errors, and the informational routes (/health, /v1/models,
 // /props, /metrics).
-#include <chrono>
-#include <thread>
+#include <cctype>
 
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
+#include "server/api/anthropic.h"
+#include "server/api/json_limits.h"
+#include "server/api/utility_requests.h"
 #include "server/serve/server_impl.h"
 
 namespace dsv4::server::serve {
@@ -67,7 +69,7 @@ std::string Server::Impl::model_id() const {
   return options.model_alias.empty() ? engine.info().name : options.model_alias;
 }
 
-bool Server::Impl::authorized(const httplib::Request& req) const {
+bool Server::Impl::authorized(const http::Request& req) const {
   if (options.api_key.empty()) return true;
   const std::string auth = req.get_header_value("Authorization");
   if (auth.rfind("Bearer ", 0) == 0 && same_secret(auth.substr(7), options.api_key)) return true;
@@ -75,7 +77,23 @@ bool Server::Impl::authorized(const httplib::Request& req) const {
   return !xkey.empty() && same_secret(xkey, options.api_key);
 }
 
-void Server::Impl::send_error(ApiKind kind, httplib::Response& res, const api::ApiError& e,
+bool Server::Impl::rejected_form_body(ApiKind kind, const http::Request& req, http::Response& res) {
+  std::string type = req.get_header_value("Content-Type");
+  type = type.substr(0, type.find(';'));
+  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.pop_back();
+  if (type != "application/x-www-form-urlencoded" && type != "multipart/form-data") return false;
+  const size_t first = req.body.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && req.body[first] == '{') return false;  // JSON sent with curl -d
+  send_error(kind, res,
+             make_error(415, "invalid_request_error",
+                        "Unsupported Content-Type '" + type + "': this server accepts JSON request bodies only "
+                        "(send Content-Type: application/json)."),
+             "bad_request");
+  return true;
+}
+
+void Server::Impl::send_error(ApiKind kind, http::Response& res, const api::ApiError& e,
                               const std::string& metric_kind) {
   res.status = e.http_status;
   res.set_content(kind == ApiKind::kAnthropic ? api::anthropic_error_json(e) : api::openai_error_json(e),
@@ -83,17 +101,21 @@ void Server::Impl::send_error(ApiKind kind, httplib::Response& res, const api::A
   if (!metric_kind.empty()) metrics.error(metric_kind);
 }
 
-void Server::Impl::install_routes() {
-  http.new_task_queue = [n = options.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
-  http.set_payload_max_length(options.max_body_bytes);
-  http.set_read_timeout(options.read_timeout_s, 0);
-  http.set_write_timeout(options.read_timeout_s, 0);
-  // Idle keep-alive connections hold a pool thread, and cpp-httplib (0.11) only notices stop() once
-  // their idle wait ends: this bounds how long a graceful stop waits for clients that keep a
-  // connection open (SDK connection pools do).
-  http.set_keep_alive_timeout(5);
+static http::ServerLimits http_limits(const ServeOptions& o) {
+  http::ServerLimits l;
+  l.parser.max_body_bytes = o.max_body_bytes;
+  l.head_timeout_ms = o.head_timeout_s * 1000;
+  l.idle_timeout_ms = o.idle_timeout_s * 1000;
+  l.read_timeout_ms = o.read_timeout_s * 1000;
+  l.write_timeout_ms = o.read_timeout_s * 1000;
+  l.max_connections = o.max_connections;
+  return l;
+}
 
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+Server::Impl::Impl(Engine& e, ServeOptions o) : engine(e), options(std::move(o)), http(http_limits(options)) {}
+
+void Server::Impl::install_routes() {
+  http.set_pre_routing_handler([this](const http::Request& req, http::Response& res) {
     if (!options.cors_origin.empty()) {
       res.set_header("Access-Control-Allow-Origin", options.cors_origin);
       res.set_header("Vary", "Origin");
@@ -103,7 +125,7 @@ void Server::Impl::install_routes() {
                        "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
         res.set_header("Access-Control-Max-Age", "600");
         res.status = 204;
-        return httplib::Server::HandlerResponse::Handled;
+        return true;
       }
     }
     if (req.path != "/health" && !authorized(req)) {
@@ -112,14 +134,14 @@ void Server::Impl::install_routes() {
                                    "Invalid or missing API key. Send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.",
                                    "invalid_api_key");
       send_error(kind, res, e, "auth");  // (the logger counts the request)
-      return httplib::Server::HandlerResponse::Handled;
+      return true;
     }
-    return httplib::Server::HandlerResponse::Unhandled;
+    return false;
   });
 
-  // Transport-level errors (404, 413 body too large, 400 unparsable HTTP) get an API-shaped body.
-  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
+  // Errors answered before or instead of a route (the HTTP layer's own: 400 malformed, 404, 408,
+  // 411, 413, 414, 415, 431, 503) get an API-shaped body.
+  http.set_error_handler([this](const http::Request& req, http::Response& res) {
     const ApiKind kind = api_kind_for_path(req.path);
     api::ApiError e;
     e.http_status = res.status;
@@ -133,13 +155,15 @@ void Server::Impl::install_routes() {
       e.message = "Unknown route: " + req.method + " " + req.path;
       metrics.error("not_found");
     } else {
-      e.type = res.status >= 500 ? "server_error" : "invalid_request_error";
-      e.message = "HTTP error " + std::to_string(res.status);
+      e.type = res.status >= 500 ? (kind == ApiKind::kAnthropic ? "overloaded_error" : "server_error")
+                                 : "invalid_request_error";
+      e.message = res.error_message.empty() ? "HTTP error " + std::to_string(res.status) : res.error_message;
+      metrics.error(res.status == 408 ? "timeout" : res.status >= 500 ? "overloaded" : "bad_http");
     }
     res.set_content(kind == ApiKind::kAnthropic ? api::anthropic_error_json(e) : api::openai_error_json(e),
                     "application/json");
   });
-  http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+  http.set_exception_handler([this](const http::Request& req, http::Response& res, std::exception_ptr ep) {
     std::string what = "unknown exception";
     try {
       if (ep) std::rethrow_exception(ep);
@@ -150,24 +174,24 @@ void Server::Impl::install_routes() {
     log_error("%s %s: internal error: %s", req.method.c_str(), req.path.c_str(), what.c_str());
     send_error(api_kind_for_path(req.path), res, make_error(500, "server_error", "Internal server error."), "internal");
   });
-  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+  http.set_logger([this](const http::Request& req, const http::Response& res) {
     metrics.request(route_label(req.path), res.status);
     log_debug("%s %s -> %d", req.method.c_str(), req.path.c_str(), res.status);
   });
 
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+  http.get("/health", [this](const http::Request&, http::Response& res) {
     nlohmann::json j = {{"status", "ok"}, {"queue_depth", worker->queued()}, {"busy", worker->busy()}};
     res.set_content(j.dump(), "application/json");
   });
-  auto models = [this](const httplib::Request&, httplib::Response& res) {
+  auto models = [this](const http::Request&, http::Response& res) {
     const ModelInfo& mi = engine.info();
     nlohmann::json m = {{"id", model_id()}, {"object", "model"}, {"created", 0}, {"owned_by", "dsv4"},
                         {"context_length", mi.ctx}, {"max_completion_tokens", mi.ctx}};
     res.set_content(nlohmann::json{{"object", "list"}, {"data", {m}}}.dump(), "application/json");
   };
-  http.Get("/v1/models", models);
-  http.Get("/models", models);
-  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+  http.get("/v1/models", models);
+  http.get("/models", models);
+  http.get("/v1/models/(.+)", [this](const http::Request& req, http::Response& res) {
     const std::string id = req.matches[1];
     if (id != model_id()) {
       send_error(ApiKind::kChat, res, make_error(404, "invalid_request_error", "The model '" + id + "' does not exist.",
@@ -180,37 +204,24 @@ void Server::Impl::install_routes() {
                     "application/json");
   });
   // llama.cpp-style helpers: text ↔ token ids with the model's tokenizer (specials are parsed).
-  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    auto j = nlohmann::json::parse(req.body, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("content") || !j["content"].is_string())
-      return send_error(ApiKind::kChat, res,
-                        make_error(400, "invalid_request_error", "Expected {\"content\": \"text\"}."), "bad_request");
-    const std::vector<int32_t> ids = engine.tokenize(j["content"].get<std::string>(), /*parse_special=*/true);
+  // llama.cpp-style helpers: text ↔ token ids with the model's tokenizer (specials are parsed).
+  http.post("/tokenize", [this](const http::Request& req, http::Response& res) {
+    if (rejected_form_body(ApiKind::kChat, req, res)) return;
+    auto text = api::parse_tokenize_request(req.body);
+    if (!text.ok()) return send_error(ApiKind::kChat, res, api::api_error_from_status(text.status()), "bad_request");
+    const std::vector<int32_t> ids = engine.tokenize(*text, /*parse_special=*/true);
     res.set_content(nlohmann::json{{"tokens", ids}}.dump(), "application/json");
   });
-  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    auto j = nlohmann::json::parse(req.body, nullptr, false);
-    std::vector<int32_t> ids;
-    bool ok = !j.is_discarded() && j.is_object() && j.contains("tokens") && j["tokens"].is_array();
-    if (ok)
-      for (const auto& v : j["tokens"]) {
-        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= engine.info().n_vocab) {
-          ok = false;
-          break;
-        }
-        ids.push_back(v.get<int32_t>());
-      }
-    if (!ok)
-      return send_error(ApiKind::kChat, res,
-                        make_error(400, "invalid_request_error",
-                                   "Expected {\"tokens\": [ids]} with ids below " + std::to_string(engine.info().n_vocab) + "."),
-                        "bad_request");
-    auto text = engine.detokenize(ids);
+  http.post("/detokenize", [this](const http::Request& req, http::Response& res) {
+    if (rejected_form_body(ApiKind::kChat, req, res)) return;
+    auto ids = api::parse_detokenize_request(req.body, engine.info().n_vocab);
+    if (!ids.ok()) return send_error(ApiKind::kChat, res, api::api_error_from_status(ids.status()), "bad_request");
+    auto text = engine.detokenize(*ids);
     res.set_content(nlohmann::json{{"content", text.ok() ? *text : std::string()}}.dump(-1, ' ', false,
                                                                                         nlohmann::json::error_handler_t::replace),
                     "application/json");
   });
-  http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+  http.get("/props", [this](const http::Request&, http::Response& res) {
     const ModelInfo& mi = engine.info();
     const SamplingDefaults d;
     nlohmann::json j;
@@ -228,32 +239,34 @@ void Server::Impl::install_routes() {
                      {"think_max_min_context", tokenizer::kThinkMaxMinContext},
                      {"default_system_prompt", options.default_system_prompt}};
     j["server"] = {{"max_queue", options.max_queue}, {"max_body_bytes", options.max_body_bytes},
-                   {"auth", !options.api_key.empty()}, {"cors", options.cors_origin}};
+                   {"auth", !options.api_key.empty()}, {"cors", options.cors_origin},
+                   {"max_connections", options.max_connections}, {"head_timeout_s", options.head_timeout_s},
+                   {"idle_timeout_s", options.idle_timeout_s}, {"read_timeout_s", options.read_timeout_s}};
+    j["limits"] = {{"max_header_fields", http::ParserLimits{}.max_header_count},
+                   {"max_header_bytes", http::ParserLimits{}.max_head_bytes},
+                   {"max_request_line_bytes", http::ParserLimits{}.max_request_line},
+                   {"json_max_depth", api::kMaxJsonDepth}, {"json_max_object_keys", api::kMaxJsonObjectKeys},
+                   {"json_max_values", api::kMaxJsonValues}, {"json_max_string_bytes", api::kMaxJsonStringBytes}};
     res.set_content(j.dump(), "application/json");
   });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  http.get("/metrics", [this](const http::Request&, http::Response& res) {
     res.set_content(metrics.prometheus(worker->queued(), worker->busy(), engine.info().ctx, cache_live.load(),
                                        cache_checkpoints.load(), cache_checkpoint_bytes.load()),
                     "text/plain; version=0.0.4");
   });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  http.post("/v1/chat/completions", [this](const http::Request& req, http::Response& res) {
     handle_generation(ApiKind::kChat, req, res);
   });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  http.post("/v1/completions", [this](const http::Request& req, http::Response& res) {
     handle_generation(ApiKind::kCompletion, req, res);
   });
-  http.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+  http.post("/v1/messages", [this](const http::Request& req, http::Response& res) {
     handle_generation(ApiKind::kAnthropic, req, res);
   });
   // Anthropic token counting (Claude Code asks before large requests): the rendered prompt's length.
-  http.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
-    std::string body = req.body;
-    auto j = nlohmann::ordered_json::parse(body, nullptr, false);
-    if (!j.is_discarded() && j.is_object() && !j.contains("max_tokens")) {
-      j["max_tokens"] = 1;  // count_tokens has no max_tokens; the shared parser requires one
-      body = j.dump();
-    }
-    auto parsed = api::parse_anthropic_messages_request(body);
+  http.post("/v1/messages/count_tokens", [this](const http::Request& req, http::Response& res) {
+    if (rejected_form_body(ApiKind::kAnthropic, req, res)) return;
+    auto parsed = api::parse_anthropic_count_tokens_request(req.body);
     if (!parsed.ok())
       return send_error(ApiKind::kAnthropic, res, api::api_error_from_status(parsed.status()), "bad_request");
     PreparedRequest prep;
@@ -310,29 +323,19 @@ Server::~Server() {
 
 Status Server::bind() {
   Impl& m = *impl_;
-  if (m.options.port == 0) {
-    m.bound_port = m.http.bind_to_any_port(m.options.host.c_str());
-    if (m.bound_port < 0) return io_error("cannot bind " + m.options.host + " on any port");
-  } else {
-    if (!m.http.bind_to_port(m.options.host.c_str(), m.options.port))
-      return io_error("cannot bind " + m.options.host + ":" + std::to_string(m.options.port) +
-                      " (in use, or not an address of this machine)");
-    m.bound_port = m.options.port;
-  }
+  DSV4_RETURN_IF_ERROR(m.http.bind(m.options.host, m.options.port));
+  m.bound_port = m.http.port();
   return ok_status();
 }
 
 int Server::port() const { return impl_->bound_port; }
 
-void Server::run() { impl_->http.listen_after_bind(); }
+void Server::run() { impl_->http.listen(); }
 
 void Server::stop() {
-  if (impl_->worker) impl_->worker->stop();  // every job is done now (finished, cancelled or failed)
-  // cpp-httplib ends a chunked response without its last chunk once the server stops: give open
-  // streams a moment to write their final event (they only have to read their JobDone).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (impl_->open_streams.load() > 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Every job ends now (finished, cancelled or failed), so open streams write their last event;
+  // the HTTP layer closes idle connections at once and lets in-flight answers finish.
+  if (impl_->worker) impl_->worker->stop();
   impl_->http.stop();
 }
 

@@ -2,10 +2,12 @@
 //
 // Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/messages (Anthropic),
 // GET /v1/models, GET /health, GET /props, GET /metrics; OPTIONS preflight when --cors is set.
-// Threads: cpp-httplib's pool runs handlers (parse, validate, render, tokenize, serialise); one
-// EngineWorker owns the engine's timeline (job_queue.h). Security defaults: binds 127.0.0.1,
-// no CORS headers unless --cors ORIGIN, optional API key (Bearer or x-api-key; constant-time
-// compare; /health stays open), body limit (413), read/write timeouts, bounded queue (429).
+// Threads: server/http runs one thread per connection (parse, validate, render, tokenize,
+// serialise); one EngineWorker owns the engine's timeline (job_queue.h). Security defaults: binds
+// 127.0.0.1, no CORS headers unless --cors ORIGIN, optional API key (Bearer or x-api-key;
+// constant-time compare; /health stays open; checked before the body is read), the HTTP layer's
+// limits and timeouts (server/http/server.h), one JSON parser with one set of limits for every
+// route (server/api/request_json.h), bounded queue (429).
 //
 //   Server server(*engine, options);
 //   DSV4_RETURN_IF_ERROR(server.bind());   // port 0 → an ephemeral port, see port()
@@ -31,8 +33,10 @@ struct ServeOptions {
   int64_t max_queue = 16;             // waiting requests beyond the running one; more → 429
   size_t max_body_bytes = 32u << 20;  // larger bodies → 413
   int keepalive_ms = 2000;            // SSE ": keep-alive" comment interval while nothing else is sent
-  int http_threads = 64;              // connection threads (streams hold one each)
-  int read_timeout_s = 30;
+  int max_connections = 512;          // open connections (one thread each); more → 503
+  int head_timeout_s = 10;            // a request head must arrive within this → 408
+  int idle_timeout_s = 30;            // keep-alive: an idle connection is closed after this
+  int read_timeout_s = 30;            // the longest wait for body bytes (→ 408) or for a slow reader
   bool timing = false;                // per-phase breakdown per request in the log
   std::string model_alias;            // the id /v1/models reports (default: the GGUF file name)
   std::string default_system_prompt;  // inserted when a chat request has no system message (off by default)
