@@ -1,4 +1,4 @@
-// base/tensor_type.cpp — the type table (ggml block sizes, not ds4's: see spec/gguf.md §1).
+// base/tensor_type.cpp — the type table (ggml block sizes, not ds4's: see docs/spec/gguf.md §1).
 #include "base/tensor_type.h"
 
 #include <limits>

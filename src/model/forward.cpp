@@ -1,4 +1,4 @@
-// model/forward.cpp — the one DS4 forward pass (spec/architecture.md §3-§7, §9.3), on
+// model/forward.cpp — the one DS4 forward pass (docs/spec/architecture.md §3-§7, §9.3), on
 // backend::Backend.
 //
 // A step of n tokens at positions p0 … p0+n−1 goes through every layer as a batch (matrix ×

@@ -6,7 +6,7 @@
 //   Session s(*model, /*ctx=*/4096);
 //   DSV4_RETURN_IF_ERROR(s.forward(tokens, logits.data(), /*all_logits=*/true));
 //
-// Session state (spec/architecture.md §9) lives on the backend, allocated once at construction:
+// Session state (docs/spec/architecture.md §9) lives on the backend, allocated once at construction:
 // per layer the raw window as a ring of W rows indexed by position, and per compressor (CSA/HCA
 // entries, CSA indexer keys) a ring of the last coff·ratio token rows and the compressed entries.
 // The host keeps only the position: every count (ring fill, entries) follows from it. Bit-identical

@@ -2,7 +2,7 @@
 //
 //   q2    antirez's published mix: routed gate/up IQ2_XXS, routed down Q2_K, attention projections,
 //         shared experts and output Q8_0, embedding / hc fns / compressor / indexer / router F16,
-//         1-D tensors F32, tid2eid I32 (spec/gguf.md §3.5: 80.76 GiB for Flash)
+//         1-D tensors F32, tid2eid I32 (docs/spec/gguf.md §3.5: 80.76 GiB for Flash)
 //   q4    the same with Q4_K routed experts (153.32 GiB)
 //   q8_0  every 2-D/3-D weight Q8_0 except the F16 ones of q2; 1-D F32
 //   f16, bf16, f32   every weight in that type; 1-D tensors F32; tid2eid I32

@@ -62,7 +62,7 @@ struct Ds4Shape {
   }
 };
 
-// The real DeepSeek V4 Flash (spec/gguf.md §2.1).
+// The real DeepSeek V4 Flash (docs/spec/gguf.md §2.1).
 Ds4Shape ds4_flash_shape();
 bool is_ds4_flash(const Ds4Shape& s);
 

@@ -1,4 +1,4 @@
-// model/tensor_manifest.cpp — builds the list from the shape (spec/gguf.md §3.1-3.4).
+// model/tensor_manifest.cpp — builds the list from the shape (docs/spec/gguf.md §3.1-3.4).
 #include "model/tensor_manifest.h"
 
 namespace dsv4::model {

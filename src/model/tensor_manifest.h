@@ -2,7 +2,7 @@
 //
 // Everything that binds, validates, converts or synthesises weights walks this list, so a tensor
 // cannot be added in one place and forgotten in another. Names and shapes are exactly the published
-// DS4 GGUF layout (spec/gguf.md §3); the order (globals, then blk.0 .. blk.N-1) is ours — readers
+// DS4 GGUF layout (docs/spec/gguf.md §3); the order (globals, then blk.0 .. blk.N-1) is ours — readers
 // bind by name, never by position.
 #pragma once
 

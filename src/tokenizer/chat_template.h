@@ -7,7 +7,7 @@
 // Must not: tokenize (the caller splits specials and runs BPE), know OpenAI/JSON-library types
 // (server/api parses requests; apps convert), print or throw.
 //
-// Rendering rules, all from the official encoder (encoding_dsv4.py):
+// Rendering rules (docs/spec/prompt-format.md §3.2-3.4), all from the official encoder (encoding_dsv4.py):
 //   BOS, [max-effort prefix], then per message after `merge_tool_messages`,
 //   `sort_tool_results_by_call_order` and (thinking + no tools) `_drop_thinking_messages`:
 //   system = raw content (+ "\n\n" tools block, + "\n\n" response-format block); user/developer =

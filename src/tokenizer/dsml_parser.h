@@ -1,6 +1,6 @@
 // tokenizer/dsml_parser.h — streaming parser from generated text to structured output: reasoning
 // vs content (split at `</think>`) and DSML tool calls with JSON arguments. The inverse of
-// chat_template's assistant rendering (docs: /work/shared/spec/prompt-format.md §3.3, §3.5).
+// chat_template's assistant rendering (docs: docs/spec/prompt-format.md §3.3, §3.5).
 //
 // Owns: splitting detokenized text deltas into events; holding back text that may still become
 // markup (a partial `</think>` or DSML tag, and the whitespace right before a block) so no partial

@@ -1,6 +1,6 @@
 // tools/hf_config.h — HF config.json → model::Ds4Shape.
 //
-// Accepts both spellings of a DeepSeek V4 config (spec/architecture.md §1.1, spec/gguf.md §2.1):
+// Accepts both spellings of a DeepSeek V4 config (docs/spec/architecture.md §1.1, docs/spec/gguf.md §2.1):
 //   current transformers keys  layer_types + compress_rates {kind: rate}, mlp_layer_types
 //                              ("hash_moe" prefix), rope_parameters (nested {"main", "compress"}
 //                              or one flat yarn dict = the compress rope), partial_rotary_factor

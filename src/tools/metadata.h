@@ -1,6 +1,6 @@
 // tools/metadata.h — the deepseek4.* GGUF metadata block, shared by synth and convert.
 //
-// Writes general.architecture, general.name and every deepseek4.* key of spec/gguf.md §2.1 from a
+// Writes general.architecture, general.name and every deepseek4.* key of docs/spec/gguf.md §2.1 from a
 // Ds4Shape, in one fixed order (so two tools describing the same shape write the same bytes).
 #pragma once
 

@@ -20,7 +20,7 @@
 
 namespace dsv4::tools {
 
-// "tiny" (the HF-validated tiny config of spec/architecture.md §12), "flash" (the real model),
+// "tiny" (the HF-validated tiny config of docs/spec/architecture.md §12), "flash" (the real model),
 // "flash-4l" (real per-layer shape, first 4 layers of the real schedule: sliding, sliding, CSA, HCA).
 std::optional<model::Ds4Shape> synth_preset(const std::string& name);
 // Truncates or extends a shape to n layers, keeping the real schedule rule for new layers.

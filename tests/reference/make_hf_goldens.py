@@ -9,7 +9,7 @@ weight is rounded to bf16 first, so the fp32 goldens are exact for the bf16 file
 (HF token-by-token with a DynamicCache, to show HF's own drift), greedy.json (prompt = first half
 of tokens.json, then 48 greedy tokens with a fresh DynamicCache), and manifest.json (every saved
 tensor: name, dtype, shape). The model construction follows
-spec/architecture.md §12: HF's init leaves sinks, position biases, HC bases, tid2eid and the
+docs/spec/architecture.md §12: HF's init leaves sinks, position biases, HC bases, tid2eid and the
 router correction bias at 0/1, so every parameter and those buffers are re-randomised.
 """
 import json

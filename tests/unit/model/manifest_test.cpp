@@ -30,7 +30,7 @@ Totals totals(const Ds4Shape& s, QuantMix mix) {
   return t;
 }
 
-// spec/gguf.md §3.5: the published q2 and q4 files.
+// docs/spec/gguf.md §3.5: the published q2 and q4 files.
 TEST(Manifest, FlashQ2MatchesPublishedFile) {
   const Totals t = totals(ds4_flash_shape(), QuantMix::kQ2);
   EXPECT_EQ(t.tensors, 1328);
