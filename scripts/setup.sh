@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/setup.sh — installs everything dsv4 needs to build and test on Debian 12. Idempotent.
-#   scripts/setup.sh            build dependencies (apt) + Python test tools (.venv, pinned)
+#   scripts/setup.sh            build dependencies (apt) + Python test tools (.venv, from requirements-test.lock)
 #   scripts/setup.sh --no-venv  apt packages only
 # Nothing else is downloaded at configure or build time.
 set -euo pipefail
@@ -27,10 +27,12 @@ if [ "${1:-}" != "--no-venv" ]; then
   PY=python3
   # Prefer a python3 that has venv working (Debian's, or a pyenv one).
   if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
+  # requirements-test.lock: every package, transitive ones included, pinned with its hashes
+  # (scripts/lock-requirements.sh writes it from requirements-test.txt); anything else fails the install.
   stamp=.venv/.requirements.sha
-  want=$(sha256sum requirements-test.txt | cut -d' ' -f1)
+  want=$(sha256sum requirements-test.lock | cut -d' ' -f1)
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    .venv/bin/pip install -q --disable-pip-version-check -r requirements-test.txt
+    .venv/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements-test.lock
     echo "$want" > "$stamp"
   fi
 fi
