@@ -13,7 +13,10 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <random>
+#include <algorithm>
 
+#include "sampling/sampler.h"
 #include "tokenizer/bench.h"
 #include "tokenizer/tokenizer.h"
 #include "dsv4/bench_model.h"
@@ -244,11 +247,79 @@ int run_bench_tokenizer(const BenchTokArgs& a) {
   return 0;
 }
 
+// `dsv4 bench sampler`: microseconds per sample() at the full DS4 vocabulary for the sampler settings
+// clients use, on two shapes of logits: "peaked" (a few tokens hold nearly all the mass, as usual for
+// an LM) and "flat bulk" (the bulk holds most of it: the worst case for top-p). Best of 5 rounds of
+// 40 calls, the logits copy included (sample() works in place).
+int run_bench_sampler() {
+  constexpr size_t kVocab = 129280;
+  std::mt19937_64 rng(4242);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> flat(kVocab), peaked;
+  for (float& v : flat) v = normal(rng);
+  for (int j = 0; j < 12; ++j) flat[rng() % kVocab] = 8.0f + normal(rng);
+  peaked = flat;
+  for (int j = 0; j < 8; ++j) peaked[rng() % kVocab] = 14.0f + static_cast<float>(j) * 0.5f;
+  std::vector<float> scratch(kVocab);
+  auto best_us = [&](auto&& body) {
+    double best = 1e30;
+    for (int round = 0; round < 5; ++round) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 40; ++i) body();
+      best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 40);
+    }
+    return best;
+  };
+  std::printf("sampler, 1 thread, n_vocab %zu; logits copy %.1f us (included below)\n", kVocab,
+              best_us([&] { scratch = flat; }));
+  std::printf("  %-36s %10s %10s\n", "us per sample()", "peaked", "flat bulk");
+  struct Variant {
+    const char* name;
+    sampling::SamplerConfig cfg;
+  };
+  std::vector<Variant> variants(7);
+  variants[0].name = "defaults (T 1, min_p 0.05)";
+  variants[1].name = "greedy";
+  variants[1].cfg.temperature = 0.0f;
+  variants[2].name = "T 1, no cuts (id-order walk)";
+  variants[2].cfg.min_p = 0.0f;
+  variants[3].name = "top_p 0.95 (+ default min_p)";
+  variants[3].cfg.top_p = 0.95f;
+  variants[4].name = "top_k 40, top_p 0.95 (+ min_p)";
+  variants[4].cfg.top_k = 40;
+  variants[4].cfg.top_p = 0.95f;
+  variants[5].name = "top_k 40, min_p 0";
+  variants[5].cfg.top_k = 40;
+  variants[5].cfg.min_p = 0.0f;
+  variants[6].name = "top_p 0.95, min_p 0";
+  variants[6].cfg.top_p = 0.95f;
+  variants[6].cfg.min_p = 0.0f;
+  int64_t checksum = 0;  // keeps the calls observable
+  for (const Variant& v : variants) {
+    double us[2];
+    for (int shape = 0; shape < 2; ++shape) {
+      const std::vector<float>& l = shape == 0 ? peaked : flat;
+      sampling::Sampler s(v.cfg, static_cast<int32_t>(kVocab));
+      us[shape] = best_us([&] {
+        scratch = l;
+        checksum += s.sample(scratch);
+      });
+    }
+    std::printf("  %-36s %10.1f %10.1f\n", v.name, us[0], us[1]);
+  }
+  std::vector<sampling::TokenLogprob> top;
+  std::printf("  %-36s %10.1f   (checksum %lld)\n", "logprob_of, n_top 20 (us per call)",
+              best_us([&] { (void)sampling::logprob_of(peaked, 5, 20, top); }), static_cast<long long>(checksum));
+  return 0;
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
   auto* bench = app.add_subcommand(
-      "bench", "Benchmarks (speed is measured here, never asserted in tests): -m MODEL for the engine, or `kernels`");
+      "bench", "Benchmarks (speed is measured here, never asserted in tests). With -m MODEL: prefill/decode tok/s "
+      "against the measured bandwidth and FMA peak, weights read per token, peak RSS, per-phase times; "
+      "or one of the subcommands below");
   bench->require_subcommand(0, 1);
   auto margs = std::make_shared<BenchModelArgs>();
   bench->add_option("-m,--model", margs->model, "model .gguf: prefill and decode speed against the machine's limits");
@@ -285,6 +356,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   tokcmd->add_option("--file", targs->file, "benchmark this file instead of the generated samples");
   tokcmd->add_option("--seconds", targs->seconds, "minimum timed seconds per sample")->check(CLI::Range(0.01, 600.0));
   tokcmd->callback([targs, &exit_code] { exit_code = run_bench_tokenizer(*targs); });
+  auto* samplercmd = bench->add_subcommand(
+      "sampler", "Microseconds per sample() at the full DS4 vocabulary for common sampler settings (one thread)");
+  samplercmd->callback([&exit_code] { exit_code = run_bench_sampler(); });
 }
 
 }  // namespace dsv4::app

@@ -24,7 +24,7 @@ struct ChatArgs {
   std::string prompt;        // -p: one shot
   std::string system;
   bool no_think = false;
-  int64_t max_tokens = 0;    // 0 = the rest of the context
+  int64_t max_tokens = 0;    // 0 = default_reply_limit(thinking)
   double temperature = 1.0;
   int64_t seed = -1;
 };
@@ -87,6 +87,12 @@ class PrintObserver final : public GenerationObserver {
   bool progress_shown_ = false;
 };
 
+// A reply stops at the end-of-sentence token; this bounds one that never emits it (e.g. the built-in
+// random-weight model): the DeepSeek API's defaults, 32768 tokens with thinking (the reasoning counts),
+// 4096 without. Never more than the context has room for.
+constexpr int64_t kDefaultReplyTokensThinking = 32768;
+constexpr int64_t kDefaultReplyTokens = 4096;
+
 const char* kHelp =
     "commands: /think  /nothink  /reset  /ctx N  /read FILE  /help  /quit   (Ctrl-C interrupts a reply)\n";
 
@@ -125,9 +131,11 @@ int run_chat(ChatArgs& a) {
                    g.prompt.size(), static_cast<long long>(engine->info().ctx));
       return false;
     }
-    g.max_tokens = a.max_tokens > 0 ? std::min(a.max_tokens, room) : room;
+    const bool thinks = rendered->thinking_used != tokenizer::ThinkingMode::kNone;
+    const int64_t limit = a.max_tokens > 0 ? a.max_tokens : thinks ? kDefaultReplyTokensThinking : kDefaultReplyTokens;
+    g.max_tokens = std::min(limit, room);
     g.chat = true;
-    g.thinking = rendered->thinking_used != tokenizer::ThinkingMode::kNone;
+    g.thinking = thinks;
     g.sampler.temperature = static_cast<float>(a.temperature);
     g.sampler.seed = seeder();
     g_interrupted = false;
@@ -140,7 +148,9 @@ int run_chat(ChatArgs& a) {
       return false;
     }
     if (res->finish == FinishReason::kCancelled) std::fprintf(stderr, "[interrupted]\n");
-    if (res->finish == FinishReason::kLength) std::fprintf(stderr, "[length limit]\n");
+    if (res->finish == FinishReason::kLength)
+      std::fprintf(stderr, "[length limit: %lld tokens%s]\n", static_cast<long long>(g.max_tokens),
+                   g.max_tokens == room ? ", the context is full (/reset or /ctx N)" : "; -n N raises it");
     if (!res->output_error.ok()) std::fprintf(stderr, "[%s]\n", res->output_error.message().c_str());
     const auto& s = res->stats;
     if (tty)
@@ -213,12 +223,14 @@ int run_chat(ChatArgs& a) {
 
 void add_chat_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ChatArgs>();
-  auto* cmd = app.add_subcommand("chat", "Interactive multi-turn chat in the terminal (or one shot with -p)");
+  auto* cmd = app.add_subcommand("chat", "Terminal chat over the same engine: streamed replies (reasoning dimmed), /think, /nothink, /reset, "
+      "/ctx N, /read FILE, /quit; Ctrl-C interrupts a reply; -p answers once and exits");
   add_engine_options(cmd, a->engine);
   cmd->add_option("-p,--prompt", a->prompt, "one message, print the reply, exit");
   cmd->add_option("--system", a->system, "system prompt");
   cmd->add_flag("--no-think", a->no_think, "start with thinking off (/think turns it on)");
-  cmd->add_option("-n,--max-tokens", a->max_tokens, "reply length limit (default: the rest of the context)");
+  cmd->add_option("-n,--max-tokens", a->max_tokens, "reply length limit in tokens, reasoning included; a reply ends earlier at the end-of-sentence token "
+                  "(default: 32768 with thinking, 4096 without, as the DeepSeek API; never beyond the context)");
   cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)")->capture_default_str();
   cmd->add_option("--seed", a->seed, "sampling seed (default: random)");
   cmd->callback([a, &exit_code] { exit_code = run_chat(*a); });

@@ -85,7 +85,8 @@ int run_convert(const ConvertArgs& a) {
 
 void add_convert_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ConvertArgs>();
-  auto* cmd = app.add_subcommand("convert", "Convert an official/HF DeepSeek V4 safetensors checkpoint to a DS4 GGUF");
+  auto* cmd = app.add_subcommand("convert", "Convert an official or HF DeepSeek V4 checkpoint (single or sharded safetensors; BF16/F16/F32, FP8 E4M3 "
+      "with 128x128 scales, FP4 experts) to a DS4 GGUF; streams (< 100 MB RAM), progress on stderr");
   cmd->add_option("--hf", a->hf, "checkpoint directory (config.json, *.safetensors or model.safetensors.index.json)");
   cmd->add_option("--out", a->out, "output .gguf path (written via <out>.tmp)");
   cmd->add_option("--type", a->type, "quant mix: q2 | q4 | q8_0 | f16 | bf16 | f32")->capture_default_str();

@@ -137,7 +137,8 @@ void add_common(CLI::App* cmd, EngineArgs& a) {
 
 void add_logits_commands(CLI::App& app, int& exit_code) {
   auto la = std::make_shared<EngineArgs>();
-  auto* logits = app.add_subcommand("logits", "Write the logits of every prompt position as float32 .npy [n_tokens, n_vocab]");
+  auto* logits = app.add_subcommand("logits", "Write the logits of every prompt position as float32 .npy [n_tokens, n_vocab] (--chunk 1, token by "
+      "token, gives the same bits)");
   add_common(logits, *la);
   logits->add_option("--out", la->out, "output .npy")->required();
   logits->add_option("--repeat", la->repeat, "run the prompt N times in one session with a reset between (checks reset)");

@@ -90,53 +90,60 @@ int run_serve(ServeArgs& a) {
 
 void add_engine_options(CLI::App* cmd, EngineLoadArgs& e) {
   cmd->add_option("-m,--model", e.model, "model .gguf (default: the built-in random-weight tiny model)");
-  cmd->add_option("--ctx", e.ctx, "context size in tokens (default: min(model's context, 32768))")
+  cmd->add_option("--ctx", e.ctx, "tokens one conversation may hold, prompt + reply (default: min(the model's context, 32768)); "
+                  "memory is reserved up front: about 13.4 KiB per token for the real Flash (32 K: 430 MB, 1 M: 13 GiB)")
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 24));
-  cmd->add_option("--prefill-chunk", e.prefill_chunk, "tokens per prefill step (speed only)")
+  cmd->add_option("--prefill-chunk", e.prefill_chunk, "tokens per prefill step (speed only: results are identical at any size)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{65536}));
-  cmd->add_option("--checkpoint-interval", e.checkpoint_interval, "prefix-cache rewind point every N tokens")
+  cmd->add_option("--checkpoint-interval", e.checkpoint_interval,
+                  "prefix-cache rewind point every N tokens, plus one token before each prompt's end (about 21 MB "
+                  "each for the real Flash)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--max-checkpoints", e.max_checkpoints, "prefix-cache rewind points kept")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  cmd->add_flag("--timing", e.timing, "log a per-phase time breakdown per request");
+  cmd->add_flag("--timing", e.timing, "log a per-phase time breakdown (HC, attention, compressor+indexer, MoE, head, sampling) per request");
 }
 
 void add_serve_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ServeArgs>();
-  auto* cmd = app.add_subcommand("serve", "OpenAI- and Anthropic-compatible HTTP server");
+  auto* cmd = app.add_subcommand("serve", "OpenAI- and Anthropic-compatible HTTP server (see \"dsv4 serve\" above for its behaviour)");
   add_engine_options(cmd, a->engine);
-  cmd->add_option("--host", a->serve.host, "address to bind (127.0.0.1 = this machine only)")->capture_default_str();
-  cmd->add_option("--port", a->serve.port, "port (0 = any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", a->serve.api_key, "require this key (Authorization: Bearer KEY or x-api-key)")
+  cmd->add_option("--host", a->serve.host, "address to bind (127.0.0.1: this machine only; 0.0.0.0 exposes it to the network: use --api-key then)")->capture_default_str();
+  cmd->add_option("--port", a->serve.port, "port (0: any free port, printed in the log)")->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", a->serve.api_key, "require Authorization: Bearer KEY or x-api-key: KEY on every route but /health (401 otherwise)")
       ->envname("DSV4_API_KEY");
-  cmd->add_option("--cors", a->serve.cors_origin, "allow browser requests from this origin (e.g. http://localhost:3000 or *)");
-  cmd->add_option("--max-queue", a->serve.max_queue, "requests that may wait for the engine (more → 429)")
+  cmd->add_option("--cors", a->serve.cors_origin, "send Access-Control-Allow-Origin: ORIGIN and answer preflights (e.g. http://localhost:3000 or *)");
+  cmd->add_option("--max-queue", a->serve.max_queue, "requests that may wait while one runs (one runs at a time); beyond that 429 with Retry-After")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{100000}));
   cmd->add_option("--max-body-mb", a->max_body_mb, "largest request body in MiB (larger → 413)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  cmd->add_option("--keepalive-ms", a->serve.keepalive_ms, "SSE keep-alive comment interval")
+  cmd->add_option("--keepalive-ms", a->serve.keepalive_ms,
+                  "interval of `: keep-alive` SSE comments while nothing else is sent (prefill progress is sent as "
+                  "`: prefill done/total`)")
       ->capture_default_str()
       ->check(CLI::Range(10, 600000));
   cmd->add_option("--max-connections", a->serve.max_connections,
-                  "open HTTP connections (one thread each; more → 503)")
+                  "open HTTP connections (one thread each); more get 503 with Retry-After")
       ->capture_default_str()
       ->check(CLI::Range(1, 65536));
-  cmd->add_option("--head-timeout-s", a->serve.head_timeout_s, "a request's head must arrive within this (→ 408)")
+  cmd->add_option("--head-timeout-s", a->serve.head_timeout_s, "a request line and headers must arrive within this many seconds from their first byte (else 408, closed)")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
-  cmd->add_option("--idle-timeout-s", a->serve.idle_timeout_s, "idle keep-alive connections are closed after this")
+  cmd->add_option("--idle-timeout-s", a->serve.idle_timeout_s, "an idle keep-alive connection is closed after this many seconds")
       ->capture_default_str()
       ->check(CLI::Range(1, 86400));
   cmd->add_option("--read-timeout-s", a->serve.read_timeout_s,
-                  "longest wait for request body bytes (→ 408) or for a client to take response bytes")
+                  "longest wait in seconds for the next bytes of a request body (else 408), or for a client to take response "
+                  "bytes (else closed)")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
-  cmd->add_option("--alias", a->serve.model_alias, "model id reported by /v1/models (default: the file name)");
+  cmd->add_option("--alias", a->serve.model_alias,
+                  "model id reported by /v1/models (default: the file name; requests may name any model)");
   cmd->add_option("--default-system-prompt", a->serve.default_system_prompt,
                   "system prompt inserted when a chat request has none (off by default; shown in /props)");
   cmd->add_option("--replay", a->replay_file,

@@ -149,7 +149,7 @@ int run_detokenize(const DetokenizeOptions& o) {
 
 void add_tokenize_commands(CLI::App& app, int& exit_code) {
   auto to = std::make_shared<TokenizeOptions>();
-  auto* t = app.add_subcommand("tokenize", "Text to token ids (JSON)");
+  auto* t = app.add_subcommand("tokenize", "Text to token ids (JSON): DeepSeek V3/V4 byte-level BPE; works on vocab-only GGUFs (convert --vocab-only)");
   t->add_option("-m,--model", to->model, "GGUF file with tokenizer.ggml.* (vocab-only is fine)")->required();
   auto* text_opt = t->add_option("--text", to->text, "Text to tokenize");
   t->add_option("--file", to->file, "File whose bytes are tokenized");

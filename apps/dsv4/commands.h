@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace dsv4::app {
 
@@ -17,6 +18,10 @@ void add_logits_commands(CLI::App& app, int& exit_code);    // logits, generate
 void add_render_command(CLI::App& app, int& exit_code);     // render (chat prompt)
 void add_serve_command(CLI::App& app, int& exit_code);      // serve (HTTP server)
 void add_chat_command(CLI::App& app, int& exit_code);       // chat (interactive REPL)
+void add_reference_command(CLI::App& app, int& exit_code);  // reference (this CLI as Markdown)
+
+// Every subcommand of `app` and its options, plus the registry's global flags, as Markdown (README.md).
+std::string command_reference_markdown(const CLI::App& app);
 
 struct EngineLoadArgs;
 // -m, --ctx, --prefill-chunk, --checkpoint-interval, --max-checkpoints, --timing (serve and chat).

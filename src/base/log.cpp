@@ -22,6 +22,12 @@ const char* level_tag(LogLevel l) {
 }
 }  // namespace
 
+Result<LogLevel> log_level_from_name(std::string_view name) {
+  for (LogLevel l : {LogLevel::kError, LogLevel::kWarn, LogLevel::kInfo, LogLevel::kDebug})
+    if (name == level_tag(l)) return l;
+  return invalid_argument("log level: expected error, warn, info or debug, got '" + std::string(name) + "'");
+}
+
 void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
 LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
 void set_log_sink(std::function<void(LogLevel, const std::string&)> sink) {

@@ -5,6 +5,9 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
+
+#include "base/status.h"
 
 namespace dsv4 {
 
@@ -12,6 +15,8 @@ enum class LogLevel : int { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 
 void set_log_level(LogLevel level);
 LogLevel log_level();
+// "error", "warn", "info" or "debug" (the --log-level / DSV4_LOG_LEVEL values); anything else is an error.
+Result<LogLevel> log_level_from_name(std::string_view name);
 // Tests can capture log lines; nullptr restores stderr.
 void set_log_sink(std::function<void(LogLevel, const std::string&)> sink);
 

@@ -5,7 +5,7 @@ manifest.json; here gguf.GGUFReader reads the files independently and we check
   * every metadata key: order, value type (and array element type) and value;
   * the tensor table: names, type ids, shapes (ne), byte sizes, absolute data offsets, alignment;
   * gguf.quants.dequantize(q.<type>) == our deq.<type> BIT FOR BIT (uint32 views), per type.
-Types gguf-py lacks (lucebox ids >= 100) are listed as skipped by the tool.
+Types gguf-py lacks (lucebox ids >= 100) are listed by the tool and checked to be exactly those.
 Run by CTest (label unit); by hand:
     DSV4_GGUF_SAMPLES=build/tests/tools/gguf_samples .venv/bin/python -m pytest tests/python
 """
@@ -119,25 +119,30 @@ def test_quant_file_metadata_and_tensor_table(samples):
     check_tensors(reader, desc)
 
 
-def test_skipped_types_are_reported(samples):
+def test_only_types_gguf_py_lacks_are_left_out(samples):
+    """Every type with dsv4 kernels but I32 has a dequantizer, and the only ones not compared with
+    gguf-py below are lucebox's ROCmFPx types (ids >= 100), which gguf-py cannot even open."""
     q = samples["quants"]
-    print("no dequantizer yet:", q["skipped_no_dequantizer"])
-    print("not in gguf-py (lucebox ids >= 100):", q["skipped_not_in_gguf_py"])
+    # I32 holds integer tables (the hash layers' tid2eid), read as integers and never dequantized.
+    assert q["skipped_no_dequantizer"] == ["i32"], f"types with kernels but no dequantizer: {q['skipped_no_dequantizer']}"
+    compared = {p["type"] for p in q["pairs"]}
+    assert set(GGUF_PY_TYPES) <= compared, f"not written by gguf_samples: {set(GGUF_PY_TYPES) - compared}"
+    assert all(p["type_id"] < 100 for p in q["pairs"])
+    left_out = q["skipped_not_in_gguf_py"]
+    rocm = {"q2_0_rocmfp2", "q3_0_rocmfpx", "q4_0_rocmfp4", "q4_0_rocmfp4_fast", "q6_0_rocmfpx", "q8_0_rocmfpx"}
+    assert set(left_out) == rocm, f"expected exactly the ROCmFPx types with dequantizers {sorted(rocm)}, got {left_out}"
+    assert max(int(t) for t in gguf.GGMLQuantizationType) < 100, "gguf-py now knows ids >= 100: compare them too"
 
 
 @pytest.mark.parametrize("type_name", GGUF_PY_TYPES)
 def test_dequantize_bit_exact(samples, type_name):
     q = samples["quants"]
     pair = next((p for p in q["pairs"] if p["type"] == type_name), None)
-    if pair is None:
-        pytest.skip(f"{type_name}: dsv4 has no dequantize_row registered yet")
+    assert pair is not None, f"{type_name}: gguf_samples wrote no sample (no dequantize_row registered?)"
     reader = GGUFReader(q["path"])
     tensors = {t.name: t for t in reader.tensors}
     qt, dt = tensors[pair["quant"]], tensors[pair["dequant"]]
-    try:
-        ref = gguf.quants.dequantize(qt.data, qt.tensor_type)
-    except NotImplementedError:
-        pytest.skip(f"{type_name}: gguf-py cannot dequantize it")
+    ref = gguf.quants.dequantize(qt.data, qt.tensor_type)  # GGUF_PY_TYPES: all dequantizable by gguf-py 0.19
     ref = np.ascontiguousarray(ref, dtype=np.float32).reshape(-1)
     ours = np.ascontiguousarray(dt.data, dtype=np.float32).reshape(-1)
     assert ref.size == ours.size, f"{type_name}: {ref.size} reference values, {ours.size} ours"
@@ -158,7 +163,7 @@ def _block_elems(type_name):
 def _dsv4_bin():
     exe = os.environ.get("DSV4_BIN")
     if not exe or not os.path.exists(exe):
-        pytest.skip("DSV4_BIN not set: `dsv4 inspect` checks need the dsv4 binary")
+        pytest.fail("DSV4_BIN not set: `dsv4 inspect` checks need the dsv4 binary")
     return exe
 
 
