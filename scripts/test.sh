@@ -17,6 +17,9 @@ echo "== build (Release, -Werror)"
 # Reuses build/ (and build-asan/) from earlier runs: only what changed is recompiled. A build/ first
 # configured without -DDSV4_WERROR=ON (README's plain `cmake -S . -B build`) recompiles once here,
 # since -Werror changes every compile command; DSV4_TESTS=ON undoes a fast -DDSV4_TESTS=OFF build.
+if [ -f build/CMakeCache.txt ] && ! grep -q '^DSV4_WERROR:BOOL=ON' build/CMakeCache.txt; then
+  echo "note: build/ was configured without -DDSV4_WERROR=ON: everything recompiles once with it (CI's setting)"
+fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDSV4_WERROR=ON -DDSV4_TESTS=ON >/dev/null
 cmake --build build -j"$JOBS"
 echo "== tests"
