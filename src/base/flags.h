@@ -28,7 +28,7 @@ std::string flag_value(std::string_view name);
 Status set_flag(std::string_view name, std::string value);
 Result<int64_t> flag_int(std::string_view name);
 
-// Markdown table of every flag (docs/flags.md is generated from this by `dsv4 flags --markdown`).
+// Markdown table of every flag: the "Global options" of README.md's command reference (`dsv4 reference`).
 std::string flags_markdown();
 
 }  // namespace dsv4
