@@ -25,7 +25,7 @@ const char* level_tag(LogLevel l) {
 Result<LogLevel> log_level_from_name(std::string_view name) {
   for (LogLevel l : {LogLevel::kError, LogLevel::kWarn, LogLevel::kInfo, LogLevel::kDebug})
     if (name == level_tag(l)) return l;
-  return invalid_argument("log level: expected error, warn, info or debug, got '" + std::string(name) + "'");
+  return invalid_argument("expected error, warn, info or debug, got '" + std::string(name) + "'");
 }
 
 void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
