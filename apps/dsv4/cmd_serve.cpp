@@ -109,7 +109,8 @@ void add_engine_options(CLI::App* cmd, EngineLoadArgs& e) {
 
 void add_serve_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ServeArgs>();
-  auto* cmd = app.add_subcommand("serve", "OpenAI- and Anthropic-compatible HTTP server (see \"dsv4 serve\" above for its behaviour)");
+  auto* cmd = app.add_subcommand(
+      "serve", "OpenAI- and Anthropic-compatible HTTP server (its behaviour: README.md, section \"dsv4 serve\")");
   add_engine_options(cmd, a->engine);
   cmd->add_option("--host", a->serve.host, "address to bind (127.0.0.1: this machine only; 0.0.0.0 exposes it to the network: use --api-key then)")->capture_default_str();
   cmd->add_option("--port", a->serve.port, "port (0: any free port, printed in the log)")->capture_default_str()->check(CLI::Range(0, 65535));
