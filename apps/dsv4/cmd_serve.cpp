@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/flags.h"
 #include "base/log.h"
 #include "dsv4/commands.h"
 #include "dsv4/serve_common.h"
@@ -56,6 +57,13 @@ int run_serve(ServeArgs& a) {
     log_warn("--replay: the first %zu requests emit recorded outputs instead of sampled tokens",
              a.serve.replay_outputs.size());
   }
+  auto store = flag_int("response-store");
+  if (!store.ok() || *store < 0 || *store > 1000000) {
+    std::fprintf(stderr, "dsv4 serve: --response-store: expected an integer from 0 to 1000000, got '%s'\n",
+                 flag_value("response-store").c_str());
+    return 2;
+  }
+  a.serve.response_store = static_cast<size_t>(*store);
   auto engine = load_engine(a.engine, "serve");
   if (!engine.ok()) {
     std::fprintf(stderr, "dsv4 serve: %s\n", engine.status().to_string().c_str());
@@ -74,7 +82,7 @@ int run_serve(ServeArgs& a) {
     log_info("signal %d: stopping (the running generation is cancelled)", sig);
     server.stop();
   });
-  log_info("listening on http://%s:%d (OpenAI /v1/chat/completions, /v1/completions; Anthropic /v1/messages)%s%s",
+  log_info("listening on http://%s:%d (OpenAI /v1/chat/completions, /v1/completions, /v1/responses; Anthropic /v1/messages)%s%s",
            a.serve.host.c_str(), server.port(), a.serve.api_key.empty() ? "" : "; API key required",
            a.serve.cors_origin.empty() ? "" : "; CORS on");
   std::fflush(stderr);

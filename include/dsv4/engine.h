@@ -32,6 +32,7 @@
 #include "sampling/sampler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/dsml_parser.h"
+#include "tokenizer/tool_call_grammar.h"
 
 namespace dsv4 {
 
@@ -74,6 +75,10 @@ struct GenerateRequest {
   bool chat = true;                  // parse as DS4 chat output (reasoning, DSML tool calls); false = raw text
   bool thinking = false;             // chat: the prompt ended in <think> (text before </think> is reasoning)
   int32_t top_logprobs = -1;         // -1: no logprobs; 0..20: the chosen token's logprob and that many top ones
+  // chat: tool_choice as a decoding constraint (tokenizer/tool_call_grammar.h): none bans opening
+  // a DSML block, required/function force one block calling an allowed tool; auto (the default)
+  // changes nothing. Tokens that would leave the grammar get -inf before sampling.
+  tokenizer::ToolChoiceSpec tool_choice;
   // Replay (debugging and tests: `dsv4 serve --replay`): the first ids emitted regardless of the
   // logits — the forward pass, text pipeline, parser and stops run exactly as for sampled ids.
   // An EOS id in the list ends the turn there.
@@ -87,6 +92,9 @@ struct GeneratedToken {
 };
 
 // What one step released. Text held back (a partial stop string or DSML tag) comes in a later delta.
+// Special tokens the model generates are never released as text, except the markup the output
+// parser reads (chat: `</think>` while reasoning, `｜DSML｜`; raw: `<think>`, `</think>`,
+// `｜DSML｜`): an unused placeholder or a role marker adds nothing (it still counts as a token).
 struct GenerationDelta {
   std::string text;                          // raw released text (both modes)
   std::vector<tokenizer::DsmlEvent> events;  // chat mode: reasoning/content/tool-call events

@@ -21,6 +21,10 @@ struct Engine::Impl {
   std::unique_ptr<engine::PrefixCache> cache;
   int32_t eos = -1, think_end = -1;
   std::vector<float> logits, scratch;  // [n_vocab] the last position's logits, and the sampler's copy
+  // Ids whose bytes contain '<' (filled on the first tool_choice-constrained request, on the
+  // worker thread): in most grammar states only these can be refused (ToolCallGrammar::lt_only).
+  std::vector<int32_t> ids_with_lt;
+  bool ids_with_lt_ready = false;
 };
 
 }  // namespace dsv4

@@ -6,7 +6,10 @@
 // decoded, stop strings and the DSML parser run → the observer sees the delta (may cancel) →
 // unless finished, the id is forwarded. The last sampled id is therefore never forwarded: the
 // next request's prompt decides what follows it (the prefix cache then extends or rewinds).
+// With a tool_choice constraint, the ids the grammar refuses get -inf before sampling (the
+// logprobs stay the model's raw distribution).
 #include <chrono>
+#include <limits>
 
 #include "engine/engine_impl.h"
 #include "engine/output_text.h"
@@ -39,6 +42,36 @@ Status validate(const GenerateRequest& r, const ModelInfo& info) {
     if (id < 0 || id >= info.n_vocab) return out_of_range("logit_bias token id " + std::to_string(id) + " is outside the vocabulary");
   }
   return ok_status();
+}
+
+// Sets the logit of every id the grammar refuses in `state` to -inf (EOS: end_allowed). Free
+// states refuse nothing but maybe EOS; lt_only states only ids whose bytes contain '<'
+// (`ids_with_lt`, a few thousand of the vocabulary). When nothing would be left, nothing but a
+// refused EOS is masked (the model then decides; the parser reports what it wrote).
+void mask_by_grammar(const tokenizer::ToolCallGrammar& g, const tokenizer::ToolCallGrammar::State& state,
+                     const engine::OutputText& text, int32_t eos, const std::vector<int32_t>& ids_with_lt,
+                     std::vector<float>& logits) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const bool eos_ok = g.end_allowed(state);
+  if (!eos_ok && eos >= 0) logits[static_cast<size_t>(eos)] = kNegInf;
+  if (g.free(state)) return;
+  auto refused = [&](int32_t id) {
+    if (id == eos) return !eos_ok;
+    tokenizer::ToolCallGrammar::State t = state;
+    return !g.feed(t, text.visible_bytes(id));
+  };
+  if (g.lt_only(state)) {
+    for (int32_t id : ids_with_lt)
+      if (refused(id)) logits[static_cast<size_t>(id)] = kNegInf;
+    return;
+  }
+  const int32_t n = static_cast<int32_t>(logits.size());
+  std::vector<int32_t> out;
+  out.reserve(static_cast<size_t>(n));
+  for (int32_t id = 0; id < n; ++id)
+    if (refused(id)) out.push_back(id);
+  if (out.size() == static_cast<size_t>(n)) return;  // nothing would be left: only EOS stays refused
+  for (int32_t id : out) logits[static_cast<size_t>(id)] = kNegInf;
 }
 
 }  // namespace
@@ -95,6 +128,17 @@ Result<GenerationResult> Engine::generate(const GenerateRequest& req, Generation
   sampling::Sampler sampler(req.sampler, static_cast<int32_t>(V));
   engine::OutputText text(m.tokenizer, req);
   bool in_reasoning = req.chat && req.thinking;
+  // tool_choice: tokens that would leave the grammar are masked (-inf) before sampling. A forced
+  // (replayed) id outside the grammar turns the constraint off for the rest of the request.
+  const tokenizer::ToolCallGrammar grammar =
+      req.chat ? tokenizer::ToolCallGrammar(req.tool_choice, req.thinking) : tokenizer::ToolCallGrammar();
+  bool constrained = grammar.active();
+  if (constrained && !m.ids_with_lt_ready) {
+    for (int32_t id = 0; id < static_cast<int32_t>(V); ++id)
+      if (m.tokenizer.token_bytes(id).find('<') != std::string_view::npos) m.ids_with_lt.push_back(id);
+    m.ids_with_lt_ready = true;
+  }
+  tokenizer::ToolCallGrammar::State gstate = grammar.start();
   const auto t_decode = Clock::now();
   double sampling_ms = 0;
   res.finish = FinishReason::kLength;
@@ -103,6 +147,7 @@ Result<GenerationResult> Engine::generate(const GenerateRequest& req, Generation
     GeneratedToken tok;
     const auto t_sample = Clock::now();
     std::copy(m.logits.begin(), m.logits.end(), m.scratch.begin());
+    if (constrained) mask_by_grammar(grammar, gstate, text, m.eos, m.ids_with_lt, m.scratch);
     tok.id = static_cast<size_t>(i) < req.forced_output.size() ? req.forced_output[static_cast<size_t>(i)]
                                                               : sampler.sample(m.scratch);
     sampler.accept(tok.id);
@@ -112,6 +157,7 @@ Result<GenerationResult> Engine::generate(const GenerateRequest& req, Generation
       res.finish = FinishReason::kEos;
       break;
     }
+    if (constrained && !grammar.feed(gstate, text.visible_bytes(tok.id))) constrained = false;
     ++st.completion_tokens;
     if (in_reasoning) {
       ++st.reasoning_tokens;

@@ -6,13 +6,27 @@
 namespace dsv4::engine {
 
 OutputText::OutputText(const tokenizer::Tokenizer& tok, const GenerateRequest& req)
-    : decoder_(tok, /*skip_special=*/false) {
+    : tok_(tok), chat_(req.chat), thinking_(req.thinking), decoder_(tok, /*skip_special=*/false) {
+  think_start_ = tok.find_token("<think>");
+  think_end_ = tok.find_token("</think>");
+  dsml_ = tok.find_token("｜DSML｜");
   for (const std::string& s : req.stop)
     if (!s.empty()) {
       stop_.push_back(s);
       max_stop_ = std::max(max_stop_, s.size());
     }
   if (req.chat) parser_ = std::make_unique<tokenizer::DsmlParser>(req.thinking);
+}
+
+bool OutputText::passes_special(int32_t id) const {
+  if (id == dsml_) return true;
+  if (!chat_) return id == think_start_ || id == think_end_;
+  return id == think_end_ && thinking_ && !think_closed_;
+}
+
+std::string_view OutputText::visible_bytes(int32_t id) const {
+  if (tok_.is_special(id) && !passes_special(id)) return {};
+  return tok_.token_bytes(id);
 }
 
 void OutputText::release(std::string_view text, GenerationDelta& delta) {
@@ -23,6 +37,10 @@ void OutputText::release(std::string_view text, GenerationDelta& delta) {
 
 Status OutputText::push(int32_t id, GenerationDelta& delta) {
   if (stopped_) return ok_status();
+  if (tok_.is_special(id)) {
+    if (!passes_special(id)) return ok_status();  // never released as text
+    if (chat_ && id == think_end_) think_closed_ = true;
+  }
   DSV4_ASSIGN_OR_RETURN(std::string piece, decoder_.push(id));
   if (stop_.empty()) {
     release(piece, delta);

@@ -1,6 +1,7 @@
 // engine/output_text.h — from sampled ids to released text and chat events.
 //
-// Owns: UTF-8-safe detokenization (tokenizer::StreamDecoder), stop strings (text that may still
+// Owns: UTF-8-safe detokenization (tokenizer::StreamDecoder), dropping generated special tokens
+// that are not output markup, stop strings (text that may still
 // become a stop string is held back; a match ends generation and is not part of the output; a
 // stop string never splits a UTF-8 sequence because matching runs on whole decoded code points)
 // and, in chat mode, the DSML/reasoning parser over the released text.
@@ -21,6 +22,9 @@ class OutputText {
  public:
   OutputText(const tokenizer::Tokenizer& tok, const GenerateRequest& req);
 
+  // The bytes `id` would add to the output now: its bytes, or nothing for a special token that is
+  // not output markup (see GenerationDelta). Depends on what was pushed before.
+  std::string_view visible_bytes(int32_t id) const;
   // Decodes `id` and appends what became releasable to `delta`. Sets stopped() on a stop string.
   Status push(int32_t id, GenerationDelta& delta);
   // End of generation (EOS, length, cancel): releases held text (a partial stop string is
@@ -35,6 +39,12 @@ class OutputText {
  private:
   void release(std::string_view text, GenerationDelta& delta);
 
+  bool passes_special(int32_t id) const;
+
+  const tokenizer::Tokenizer& tok_;
+  bool chat_, thinking_;
+  bool think_closed_ = false;  // chat: `</think>` was released (a second one is dropped)
+  int32_t think_start_ = -1, think_end_ = -1, dsml_ = -1;
   tokenizer::StreamDecoder decoder_;
   std::vector<std::string> stop_;
   size_t max_stop_ = 0;

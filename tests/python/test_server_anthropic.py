@@ -128,3 +128,35 @@ def test_count_tokens(client):
     assert n.input_tokens == m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0)
     longer = client.messages.count_tokens(model="dsv4", messages=msgs, system="Be brief. " * 20)
     assert longer.input_tokens > n.input_tokens
+
+
+# --- issue #15 §3: client sampling wins in thinking mode; tool_choice is enforced ------------------
+
+def test_thinking_with_temperature_0_is_greedy(client):
+    kw = dict(thinking={"type": "enabled", "budget_tokens": 1024}, temperature=0, max_tokens=30)
+    a, b = ask(client, **kw), ask(client, **kw)
+    assert a.content[0].type == "thinking"
+    assert [blk.model_dump() for blk in a.content] == [blk.model_dump() for blk in b.content]
+
+
+CLOCK = {"name": "get_time", "description": "The current time", "input_schema": {"type": "object", "properties": {}}}
+DATE = {"name": "get_date", "description": "Today's date", "input_schema": {"type": "object"}}
+
+
+def test_tool_choice_any_tool_and_none(client):
+    no_think = {"type": "disabled"}
+    # (Tools without parameters: a random model would never close a free-text argument value.)
+    m = ask(client, tools=[CLOCK, DATE], tool_choice={"type": "any", "disable_parallel_tool_use": True},
+            thinking=no_think, temperature=0, max_tokens=200)
+    uses = [b for b in m.content if b.type == "tool_use"]
+    assert m.stop_reason == "tool_use" and len(uses) == 1 and uses[0].name in ("get_date", "get_time")
+    m = ask(client, tools=TOOLS + [CLOCK], tool_choice={"type": "tool", "name": "get_time"}, thinking=no_think,
+            temperature=0, max_tokens=200)
+    assert [(b.name, b.input) for b in m.content if b.type == "tool_use"] == [("get_time", {})]
+    m = ask(client, tools=[CLOCK], tool_choice={"type": "none"}, thinking=no_think, temperature=0, max_tokens=20)
+    assert not [b for b in m.content if b.type == "tool_use"] and m.stop_reason != "tool_use"
+    with pytest.raises(anthropic.BadRequestError) as e:
+        ask(client, tool_choice={"type": "any"}, max_tokens=5)
+    assert "tool_choice" in str(e.value)
+    with pytest.raises(anthropic.BadRequestError):
+        ask(client, tools=[CLOCK], tool_choice={"type": "tool", "name": "nope"}, max_tokens=5)

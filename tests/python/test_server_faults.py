@@ -69,7 +69,7 @@ def eos(server):
 def test_corpus_is_present_and_large():
     rows = load_corpus(min_entries=100)
     routes = collections.Counter(r["route"] for r in rows)
-    assert set(routes) == {CHAT, COMPLETIONS, MESSAGES}, routes
+    assert set(routes) == {CHAT, COMPLETIONS, MESSAGES, "/v1/responses"}, routes
 
 
 def test_bad_request_corpus(server):
@@ -416,12 +416,6 @@ def test_context_limits(server, eos):
     assert ctx == 1024
     wait_idle(port)
     n = post(port, CHAT, small_chat(max_tokens=1)).json()["usage"]["prompt_tokens"]
-    # prompt + max_tokens may reach ctx + 1 (the last sampled token is never forwarded).
-    r = post(port, CHAT, small_chat(max_tokens=ctx + 2 - n))
-    err = check_error(CHAT, r, 400, "invalid_request_error", param="max_tokens", code="context_length_exceeded")
-    assert str(ctx) in err["message"]
-    r = post(port, CHAT, small_chat(max_completion_tokens=ctx + 2 - n))
-    check_error(CHAT, r, 400, "invalid_request_error", code="context_length_exceeded")
     c = open_stream(port, CHAT, long_chat(eos, "hi", max_tokens=ctx + 1 - n))
     try:
         assert c.response.status == 200, c.read_body()  # exactly at the limit: accepted
@@ -429,10 +423,7 @@ def test_context_limits(server, eos):
     finally:
         c.close()
     wait_idle(port, timeout=15)
-    r = post(port, MESSAGES, {"model": "m", "max_tokens": ctx + 2 - n, "messages": HI, "thinking": NO_THINK})
-    check_error(MESSAGES, r, 400, "invalid_request_error", message_contains="context length")
-    r = post(port, COMPLETIONS, {"model": "m", "prompt": "hi", "max_tokens": 2147483647})
-    check_error(COMPLETIONS, r, 400, "invalid_request_error", code="context_length_exceeded")
+    # (max_tokens beyond the limit is clamped: test_max_tokens_beyond_the_context_is_clamped.)
 
     # A prompt longer than the context, on every route.
     long = "word " * (2 * ctx)
@@ -447,8 +438,38 @@ def test_context_limits(server, eos):
     r = post(port, CHAT, {"model": "m", "messages": HI * 5000, "max_tokens": 4})
     check_error(CHAT, r, 400, "invalid_request_error", code="context_length_exceeded")
     m = metrics(port)
-    assert m['dsv4_errors_total{kind="context"}'] >= 9
+    assert m['dsv4_errors_total{kind="context"}'] >= 5
     assert_served(port)
+
+
+def test_max_tokens_beyond_the_context_is_clamped():
+    """max_tokens beyond the room the prompt leaves is clamped to it, not a 400 (issue #15 §3: clients
+    send 4096 by default). A 64-token context keeps it quick; EOS banned, so the generation fills the
+    context exactly: prompt + completion = ctx + 1 (the last sampled token is never forwarded)."""
+    s = Server("--ctx", "64")
+    try:
+        port = s.port
+        eos = eos_token_id(port)
+        ban_eos = {str(eos): -100}
+        n = post(port, CHAT, small_chat(max_tokens=1)).json()["usage"]["prompt_tokens"]
+        room = 64 + 1 - n
+        for body in (small_chat(max_tokens=4096, logit_bias=ban_eos, temperature=0),
+                     small_chat(max_completion_tokens=2147483647, logit_bias=ban_eos, temperature=0)):
+            r = post(port, CHAT, body, timeout=300)
+            assert r.status == 200, r
+            assert r.json()["choices"][0]["finish_reason"] == "length"
+            assert r.json()["usage"]["completion_tokens"] == room
+        r = post(port, MESSAGES, {"model": "m", "max_tokens": 4096, "messages": HI, "thinking": NO_THINK,
+                                  "temperature": 0}, timeout=300)
+        assert r.status == 200, r
+        assert r.json()["usage"]["output_tokens"] <= room
+        r = post(port, COMPLETIONS, {"model": "m", "prompt": "hi", "max_tokens": 2147483647, "temperature": 0,
+                                     "logit_bias": ban_eos}, timeout=300)
+        assert r.status == 200, r
+        u = r.json()["usage"]
+        assert r.json()["choices"][0]["finish_reason"] == "length" and u["prompt_tokens"] + u["completion_tokens"] == 65
+    finally:
+        assert s.stop() == 0
 
 
 # --- absurd values, routes, methods, malformed HTTP ----------------------------------------------

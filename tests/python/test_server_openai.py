@@ -129,7 +129,7 @@ def test_errors_are_openai_shaped(client):
     with pytest.raises(openai.BadRequestError) as e:
         chat(client, messages=[])
     with pytest.raises(openai.BadRequestError) as e:
-        chat(client, max_tokens=10_000_000, extra_body=NO_THINK)
+        chat(client, messages=[{"role": "user", "content": "word " * 5000}], extra_body=NO_THINK)
     assert e.value.code == "context_length_exceeded"
     with pytest.raises(openai.NotFoundError):
         client.post("/nope", cast_to=object, body={})
@@ -224,3 +224,81 @@ def test_model_retrieve_and_tokenize(client, server):
     req = urllib.request.Request(server.url + "/detokenize", data=json.dumps({"tokens": ids}).encode(),
                                  headers={"Content-Type": "application/json"})
     assert json.load(urllib.request.urlopen(req))["content"] == "Hello<｜end▁of▁sentence｜>"
+
+
+# --- issue #15 §3: defaults that real clients trip on ----------------------------------------------
+
+@pytest.mark.parametrize("knobs", [{"temperature": 0}, {"extra_body": {"top_k": 1}}])
+def test_thinking_mode_honours_greedy_knobs(client, knobs):
+    """Thinking mode used to ignore the client's sampler: explicit greedy must be deterministic
+    in every mode, whatever the seed."""
+    kw = dict(max_tokens=30, messages=[{"role": "user", "content": "Why is the sky blue?"}])
+    extra = dict(knobs.get("extra_body", {}))
+    kn = {k: v for k, v in knobs.items() if k != "extra_body"}
+    a = chat(client, seed=1, extra_body=extra, **kn, **kw)
+    b = chat(client, seed=2, extra_body=extra, **kn, **kw)
+    ma, mb = a.choices[0].message, b.choices[0].message
+    assert (getattr(ma, "reasoning_content", None), ma.content) == (getattr(mb, "reasoning_content", None), mb.content)
+    assert getattr(ma, "reasoning_content", None)  # thinking really was on
+
+
+def test_max_tokens_beyond_the_context_is_clamped(client):
+    r = chat(client, max_tokens=10_000_000, stop=["e", " ", "a"], temperature=0, extra_body=NO_THINK)
+    assert r.choices[0].finish_reason in ("stop", "length")
+
+
+# Tools without parameters: a random model would never close a free-text argument value.
+CLOCK = {"type": "function", "function": {"name": "get_time", "description": "The current time",
+                                          "parameters": {"type": "object", "properties": {}}}}
+DATE = {"type": "function", "function": {"name": "get_date", "description": "Today's date"}}
+
+
+def test_tool_choice_required_named_and_none(client):
+    kw = dict(messages=[{"role": "user", "content": "What time is it?"}], temperature=0, max_tokens=200,
+              extra_body=NO_THINK)
+    r = chat(client, tools=[CLOCK, DATE], tool_choice="required", parallel_tool_calls=False, **kw)
+    calls = r.choices[0].message.tool_calls
+    assert r.choices[0].finish_reason == "tool_calls" and len(calls) == 1
+    assert calls[0].function.name in ("get_date", "get_time") and calls[0].function.arguments == "{}"
+    r = chat(client, tools=TOOLS + [CLOCK], tool_choice={"type": "function", "function": {"name": "get_time"}}, **kw)
+    calls = r.choices[0].message.tool_calls
+    assert [(c.function.name, c.function.arguments) for c in calls] == [("get_time", "{}")]
+    assert not r.choices[0].message.content
+    # Streamed the same way.
+    names = [tc.function.name for ch in chat(client, stream=True, tools=[CLOCK], tool_choice="required", **kw)
+             if ch.choices for tc in ch.choices[0].delta.tool_calls or [] if tc.function.name]
+    assert names == ["get_time"]
+    r = chat(client, tools=[CLOCK], tool_choice="none", **{**kw, "max_tokens": 30})
+    assert not r.choices[0].message.tool_calls and r.choices[0].finish_reason != "tool_calls"
+
+
+def test_tool_choice_required_without_tools_is_400(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(client, tool_choice="required", max_tokens=2)
+    assert e.value.param == "tool_choice"
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(client, tools=[CLOCK], tool_choice={"type": "function", "function": {"name": "nope"}}, max_tokens=2)
+    assert e.value.param == "tool_choice"
+
+
+@pytest.fixture(scope="module")
+def special_server(tmp_path_factory):
+    replay = tmp_path_factory.mktemp("replay") / "replay.jsonl"
+    lines = ["Hmm<｜place▁holder▁no▁7｜>.</think>Hi<｜User｜> there<｜place▁holder▁no▁1｜>!</think>",
+             "Hmm<｜place▁holder▁no▁7｜>.</think>Hi<｜User｜> there<｜place▁holder▁no▁1｜>!</think>"]
+    replay.write_text("".join(json.dumps(l) + "\n" for l in lines))
+    s = Server("--replay", replay)
+    yield s
+    assert s.stop() == 0
+
+
+def test_generated_special_tokens_are_not_sent(special_server):
+    client = openai.OpenAI(base_url=special_server.url + "/v1", api_key="unused", max_retries=0)
+    r = chat(client, max_tokens=50)
+    m = r.choices[0].message
+    assert (m.reasoning_content, m.content) == ("Hmm.", "Hi there!")
+    assert r.usage.completion_tokens == 11  # the specials still count as generated tokens
+    streamed = "".join((getattr(c.choices[0].delta, "reasoning_content", None) or "") + (c.choices[0].delta.content or "")
+                       for c in chat(client, max_tokens=50, stream=True) if c.choices)
+    assert streamed == "Hmm.Hi there!"
+

@@ -183,7 +183,7 @@ GOLDEN = {
                                       "temperature": 1.0, "seed": 33, "logprobs": 2}),
     "messages-greedy": (MESSAGES, {"model": "dsv4", "max_tokens": 16, "temperature": 0, "thinking": NO_THINK,
                                    "messages": [{"role": "user", "content": "Name a mountain."}]}),
-    # (Anthropic has no seed, and thinking mode ignores the client's sampler: greedy, no thinking.)
+    # (Anthropic has no seed: greedy, no thinking.)
     "messages-tools-greedy": (MESSAGES, {"model": "dsv4", "max_tokens": 12, "temperature": 0, "thinking": NO_THINK,
                                          "tools": ANTHROPIC_TOOLS, "system": "You are terse.",
                                          "messages": [{"role": "user", "content": "Name a planet."}]}),

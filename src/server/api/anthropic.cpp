@@ -203,6 +203,7 @@ Status parse_tools(const Json& t, ChatCompletionRequest& out) {
     fn["name"] = at.name;
     if (desc) fn["description"] = *desc;
     fn["parameters"] = *schema;
+    read_tool_param_names(*schema, at);
     at.function_json = dump(fn);
     out.tools.push_back(std::move(at));
   }
@@ -214,7 +215,7 @@ Status parse_tool_choice(const Json& t, ChatCompletionRequest& out) {
   DSV4_ASSIGN_OR_RETURN(std::string type, required_string(t, "type", "tool_choice.type", false));
   DSV4_ASSIGN_OR_RETURN(std::optional<bool> dp,
                         read_bool(t, "disable_parallel_tool_use", "tool_choice.disable_parallel_tool_use", kD));
-  (void)dp;
+  if (dp && *dp) out.parallel_tool_calls = false;
   if (type == "auto") out.tool_choice.kind = ToolChoiceKind::kAuto;
   else if (type == "any") out.tool_choice.kind = ToolChoiceKind::kRequired;
   else if (type == "none") out.tool_choice.kind = ToolChoiceKind::kNone;

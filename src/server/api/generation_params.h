@@ -1,7 +1,7 @@
 // server/api/generation_params.h — the generation controls every endpoint shares, as parsed from
 // a request body (OpenAI chat/completions, Anthropic messages). Values stay optional: serve
-// decides defaults (DeepSeek guidance: temperature 1, top_p 1, min_p 0.05) and the thinking-mode
-// rule (in thinking mode the sampler is fixed, like the DeepSeek API), so the parser only checks
+// decides defaults (DeepSeek guidance: temperature 1, top_p 1, min_p 0.05, used only for what the
+// client leaves out), so the parser only checks
 // types and ranges and names the offending field. Filled by parse_chat_completion_request,
 // parse_completion_request (both via parse_openai_generation_params in the room-internal
 // request_json.h) and parse_anthropic_messages_request. logit_bias token ids are only checked to

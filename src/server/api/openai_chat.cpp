@@ -123,6 +123,11 @@ Result<std::vector<ApiTool>> parse_tools(const Json& t) {
     (void)desc;
     auto params = fn->find("parameters");
     if (params != fn->end() && !params->is_object()) return bad_type(f + ".function.parameters", "an object", *params);
+    if (params != fn->end()) {
+      read_tool_param_names(*params, at);
+    } else {
+      at.params_known = true;  // no parameters at all
+    }
     at.function_json = dump(*fn);
     out.push_back(std::move(at));
   }
@@ -295,7 +300,7 @@ Result<ChatCompletionRequest> parse_chat_completion_request(std::string_view jso
     DSV4_ASSIGN_OR_RETURN(out.tool_choice, parse_tool_choice(*it));
   }
   DSV4_ASSIGN_OR_RETURN(std::optional<bool> parallel, read_bool(body, "parallel_tool_calls", "parallel_tool_calls", kD));
-  (void)parallel;  // accepted and ignored: the model decides how many calls it makes
+  out.parallel_tool_calls = parallel.value_or(true);
   DSV4_RETURN_IF_ERROR(resolve_thinking(body, out));
   if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
     DSV4_RETURN_IF_ERROR(parse_response_format(*it, out));

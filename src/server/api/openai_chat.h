@@ -18,8 +18,10 @@
 //     (thinking on + reasoning_effort "none") or two different effort levels are an error.
 //   - Top-level tools: each tool's `function` object is kept as compact JSON text, key order kept.
 //     The renderer attaches them to the first system message (an empty system message is
-//     inserted first when there is none). tool_choice is validated and stored; it does not change
-//     the prompt (the official encoder has no tool_choice). Known limit: an integer outside the
+//     inserted first when there is none). tool_choice does not change the prompt (the official
+//     encoder has no tool_choice); serve turns it into a decoding constraint (none: no call;
+//     required/function: one DSML call block). required or a function without tools is refused
+//     there (serve/prepare.cpp), for every API. Known limit: an integer outside the
 //     int64/uint64 range inside a tool schema or response_format is held as a double by
 //     nlohmann_json, so it prints as a float where Python would print every digit.
 //   - response_format {"type":"text"} means no constraint (empty response_format_json); json_object
@@ -29,7 +31,7 @@
 //     Known keys are always type- and range-checked (generation_params.cpp), and known OpenAI
 //     features this server lacks are a 400 naming the field: audio, modalities containing "audio",
 //     prediction, web_search_options, n > 1, and the legacy functions/function_call (→ use tools).
-//     Accepted and ignored: user, metadata, store, service_tier, parallel_tool_calls (types checked).
+//     Accepted and ignored: user, metadata, store, service_tier (types checked).
 //   - Limits: at most 128 tools; content-part arrays must not be empty; the body must be valid
 //     UTF-8 and nest at most 256 levels (request_json.h).
 //
@@ -66,6 +68,11 @@ struct ApiMessage {
 struct ApiTool {
   std::string name;
   std::string function_json;  // compact JSON of the tool's `function` object, key order kept
+  // The parameters schema's property names (tool_choice required/function constrain a call's
+  // keys to them); params_known is false when the schema lists no `properties` object (then any
+  // key goes), true with an empty list for a schema that has no properties.
+  std::vector<std::string> param_names;
+  bool params_known = false;
 };
 
 enum class ToolChoiceKind { kAuto, kNone, kRequired, kFunction };
@@ -85,6 +92,7 @@ struct ChatCompletionRequest {
   bool thinking = true;
   ReasoningEffort reasoning_effort = ReasoningEffort::kHigh;
   std::string response_format_json;  // empty = none
+  bool parallel_tool_calls = true;   // false: at most one call (enforced under tool_choice required)
   bool stream = false;
   std::optional<int64_t> max_tokens;  // max_completion_tokens or max_tokens
   GenerationParams params;            // sampling, stop, logprobs, stream (params.stream == stream),

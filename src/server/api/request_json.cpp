@@ -2,6 +2,8 @@
 // leaking parser internals) and the typed field readers with OpenAI/Anthropic error wording.
 #include "server/api/request_json.h"
 
+#include "server/api/openai_chat.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +11,8 @@
 #include <limits>
 #include <unordered_map>
 #include <vector>
+
+#include "server/api/openai_chat.h"
 
 namespace dsv4::server::api {
 namespace {
@@ -450,6 +454,21 @@ Result<std::vector<std::string>> parse_stop_list(const Json& v, const std::strin
     out.push_back(v[i].get<std::string>());
   }
   return out;
+}
+
+void read_tool_param_names(const Json& schema, ApiTool& tool) {
+  tool.param_names.clear();
+  tool.params_known = false;
+  if (!schema.is_object()) return;
+  auto props = schema.find("properties");
+  if (props == schema.end()) {
+    // {"type": "object"} with nothing else: a tool without parameters.
+    tool.params_known = schema.size() == 1 && schema.contains("type");
+    return;
+  }
+  if (!props->is_object()) return;
+  for (auto it = props->begin(); it != props->end(); ++it) tool.param_names.push_back(it.key());
+  tool.params_known = true;
 }
 
 }  // namespace dsv4::server::api

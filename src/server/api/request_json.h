@@ -114,6 +114,10 @@ enum class OpenAiRoute { kChat, kCompletions };
 // the route's parser.
 Status parse_openai_generation_params(const Json& body, OpenAiRoute route, GenerationParams& out);
 
+struct ApiTool;
+// Fills tool.param_names / params_known from a JSON-schema object (its `properties` keys).
+void read_tool_param_names(const Json& schema, ApiTool& tool);
+
 struct Usage;
 // llama.cpp-style per-request timings (prompt_n computed, cached_n reused, ms and tokens/s), the
 // vendor `timings` object both APIs' responses carry (output_openai.cpp).

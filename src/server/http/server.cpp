@@ -599,6 +599,9 @@ void Server::get(std::string pattern, Handler h) { impl_->routes.push_back(make_
 void Server::post(std::string pattern, Handler h) {
   impl_->routes.push_back(make_route("POST", std::move(pattern), std::move(h)));
 }
+void Server::del(std::string pattern, Handler h) {
+  impl_->routes.push_back(make_route("DELETE", std::move(pattern), std::move(h)));
+}
 void Server::set_pre_routing_handler(PreRoutingHandler h) { impl_->pre_routing = std::move(h); }
 void Server::set_error_handler(Handler h) { impl_->error_handler = std::move(h); }
 void Server::set_exception_handler(ExceptionHandler h) { impl_->exception_handler = std::move(h); }

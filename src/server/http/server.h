@@ -117,6 +117,7 @@ class Server {
   // Patterns: an exact path, or a prefix followed by "(.+)" (one or more bytes, captured).
   void get(std::string pattern, Handler h);
   void post(std::string pattern, Handler h);
+  void del(std::string pattern, Handler h);  // DELETE
   void set_pre_routing_handler(PreRoutingHandler h);
   void set_error_handler(Handler h);
   void set_exception_handler(ExceptionHandler h);

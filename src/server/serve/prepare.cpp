@@ -1,6 +1,8 @@
 // server/serve/prepare.cpp — request → prompt tokens and sampler settings.
 #include "server/serve/prepare.h"
 
+#include <algorithm>
+#include <mutex>
 #include <random>
 
 namespace dsv4::server::serve {
@@ -24,7 +26,7 @@ uint64_t fresh_seed() {
 }
 
 // Shared tail: context check, max_tokens default, sampler, stop, logprobs.
-std::optional<api::ApiError> finish_prepare(const Engine& engine, const api::GenerationParams& p, bool thinking,
+std::optional<api::ApiError> finish_prepare(const Engine& engine, const api::GenerationParams& p,
                                             PreparedRequest& out) {
   const int64_t ctx = engine.info().ctx;
   const int64_t n = static_cast<int64_t>(out.gen.prompt.size());
@@ -34,18 +36,12 @@ std::optional<api::ApiError> finish_prepare(const Engine& engine, const api::Gen
     return bad_request("This model's maximum context length is " + std::to_string(ctx) + " tokens. However, your " +
                        what + " resulted in " + std::to_string(n) + " tokens. Please reduce the length of the " + what +
                        ".", what, "context_length_exceeded");
-  if (p.max_tokens) {
-    if (n + *p.max_tokens > ctx + 1)
-      return bad_request("This model's maximum context length is " + std::to_string(ctx) + " tokens. However, you "
-                         "requested " + std::to_string(n + *p.max_tokens) + " tokens (" + std::to_string(n) +
-                         " in the messages, " + std::to_string(*p.max_tokens) +
-                         " in the completion). Please reduce the length of the messages or completion.",
-                         "max_tokens", "context_length_exceeded");
-    out.gen.max_tokens = *p.max_tokens;
-  } else {
-    out.gen.max_tokens = ctx + 1 - n;
-  }
-  out.gen.sampler = sampler_config(p, thinking, &out.sampler_fixed);
+  // Room left for the completion (the last sampled token is never forwarded, hence + 1). A
+  // max_tokens beyond it is clamped, not refused: clients send 4096 or more by default, and
+  // the generation then ends with finish_reason "length" when the context is full.
+  const int64_t room = ctx + 1 - n;
+  out.gen.max_tokens = p.max_tokens ? std::min(*p.max_tokens, room) : room;
+  out.gen.sampler = sampler_config(p);
   for (const auto& [id, bias] : p.logit_bias)
     if (id < 0 || id >= engine.info().n_vocab)
       return bad_request("Invalid key in 'logit_bias': token id " + std::to_string(id) +
@@ -59,26 +55,57 @@ std::optional<api::ApiError> finish_prepare(const Engine& engine, const api::Gen
   return std::nullopt;
 }
 
+// tool_choice → the decoding constraint; required/function need tools (and the function one of them).
+std::optional<api::ApiError> tool_choice_spec(const api::ChatCompletionRequest& req, ApiKind kind,
+                                              tokenizer::ToolChoiceSpec& spec) {
+  const bool anthropic = kind == ApiKind::kAnthropic;
+  const api::ToolChoice& tc = req.tool_choice;
+  auto tool_of = [](const api::ApiTool& t) {
+    return tokenizer::ToolGrammarTool{t.name, t.param_names, t.params_known};
+  };
+  switch (tc.kind) {
+    case api::ToolChoiceKind::kAuto: spec.mode = tokenizer::ToolChoiceMode::kAuto; return std::nullopt;
+    case api::ToolChoiceKind::kNone: spec.mode = tokenizer::ToolChoiceMode::kNone; return std::nullopt;
+    case api::ToolChoiceKind::kRequired:
+      if (req.tools.empty())
+        return bad_request(anthropic ? "tool_choice: type 'any' requires at least one tool in 'tools'."
+                                     : "Invalid value for 'tool_choice': 'required' is only allowed when 'tools' are "
+                                       "specified.",
+                           "tool_choice");
+      spec.mode = tokenizer::ToolChoiceMode::kRequired;
+      for (const api::ApiTool& t : req.tools) spec.tools.push_back(tool_of(t));
+      spec.parallel = req.parallel_tool_calls;
+      return std::nullopt;
+    case api::ToolChoiceKind::kFunction:
+      for (const api::ApiTool& t : req.tools)
+        if (t.name == tc.function_name) {
+          spec.mode = tokenizer::ToolChoiceMode::kFunction;
+          spec.tools = {tool_of(t)};
+          spec.parallel = false;
+          return std::nullopt;
+        }
+      return bad_request(anthropic ? "tool_choice.name: no tool named '" + tc.function_name + "' in 'tools'."
+                                   : "Invalid value for 'tool_choice': no function named '" + tc.function_name +
+                                         "' was specified in 'tools'.",
+                         "tool_choice");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
-sampling::SamplerConfig sampler_config(const api::GenerationParams& p, bool thinking, bool* fixed) {
+sampling::SamplerConfig sampler_config(const api::GenerationParams& p) {
+  // The model card's sampling is the default; every knob the client sends wins, in every mode
+  // (thinking included): temperature 0 or top_k 1 is greedy and deterministic.
   sampling::SamplerConfig c;
   const SamplingDefaults d;
-  c.temperature = static_cast<float>(d.temperature);
-  c.top_p = static_cast<float>(d.top_p);
-  c.min_p = static_cast<float>(d.min_p);
-  const bool client_knobs = p.temperature || p.top_p || p.top_k || p.min_p || p.presence_penalty ||
-                            p.frequency_penalty || p.repetition_penalty;
-  if (fixed) *fixed = thinking && client_knobs;
-  if (!thinking) {
-    if (p.temperature) c.temperature = static_cast<float>(*p.temperature);
-    if (p.top_p) c.top_p = static_cast<float>(*p.top_p);
-    if (p.top_k) c.top_k = static_cast<int32_t>(*p.top_k);
-    if (p.min_p) c.min_p = static_cast<float>(*p.min_p);
-    if (p.presence_penalty) c.presence_penalty = static_cast<float>(*p.presence_penalty);
-    if (p.frequency_penalty) c.frequency_penalty = static_cast<float>(*p.frequency_penalty);
-    if (p.repetition_penalty) c.repetition_penalty = static_cast<float>(*p.repetition_penalty);
-  }
+  c.temperature = static_cast<float>(p.temperature.value_or(d.temperature));
+  c.top_p = static_cast<float>(p.top_p.value_or(d.top_p));
+  c.min_p = static_cast<float>(p.min_p.value_or(d.min_p));
+  if (p.top_k) c.top_k = static_cast<int32_t>(*p.top_k);
+  if (p.presence_penalty) c.presence_penalty = static_cast<float>(*p.presence_penalty);
+  if (p.frequency_penalty) c.frequency_penalty = static_cast<float>(*p.frequency_penalty);
+  if (p.repetition_penalty) c.repetition_penalty = static_cast<float>(*p.repetition_penalty);
   c.seed = p.seed ? *p.seed : fresh_seed();
   for (const auto& [id, bias] : p.logit_bias) c.logit_bias.emplace_back(id, static_cast<float>(bias));
   return c;
@@ -103,6 +130,7 @@ std::optional<api::ApiError> prepare_chat(const Engine& engine, const api::ChatC
     chat.messages.push_back(std::move(cm));
   }
   for (const api::ApiTool& t : req.tools) chat.tools_json.push_back(t.function_json);
+  if (auto err = tool_choice_spec(req, kind, out.gen.tool_choice)) return err;
   chat.response_format_json = req.response_format_json;
   chat.thinking = !req.thinking ? tokenizer::ThinkingMode::kNone
                   : req.reasoning_effort == api::ReasoningEffort::kMax ? tokenizer::ThinkingMode::kMax
@@ -115,7 +143,7 @@ std::optional<api::ApiError> prepare_chat(const Engine& engine, const api::ChatC
   out.gen.prompt = engine.tokenize_chat(*rendered);  // request text never becomes special tokens
   out.gen.chat = true;
   out.gen.thinking = out.thinking;
-  return finish_prepare(engine, req.params, out.thinking, out);
+  return finish_prepare(engine, req.params, out);
 }
 
 std::optional<api::ApiError> prepare_completion(const Engine& engine, const api::CompletionRequest& req,
@@ -133,7 +161,7 @@ std::optional<api::ApiError> prepare_completion(const Engine& engine, const api:
   if (req.echo) out.echo_text = req.prompt;
   api::GenerationParams p = req.params;
   if (!p.max_tokens) p.max_tokens = 16;  // OpenAI's default for /v1/completions
-  return finish_prepare(engine, p, /*thinking=*/false, out);
+  return finish_prepare(engine, p, out);
 }
 
 }  // namespace dsv4::server::serve

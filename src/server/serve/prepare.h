@@ -1,18 +1,21 @@
 // server/serve/prepare.h — from a parsed API request to the engine's native GenerateRequest:
-// chat messages → tokenizer::ChatRequest → rendered prompt → tokens; sampling defaults and the
-// thinking-mode rule; context checks. Runs on HTTP threads (Engine's const, thread-safe part).
+// chat messages → tokenizer::ChatRequest → rendered prompt → tokens; sampling defaults, the
+// tool_choice constraint, context checks. Runs on HTTP threads (Engine's const, thread-safe part).
 //
 // Special tokens: chat prompts are tokenized with Engine::tokenize_chat, so request text (any
 // role's content, system, tool names/arguments/results, reasoning) is always plain text and only
 // the encoder's own markup yields special tokens. A raw /v1/completions prompt is tokenized with
 // special-token parsing on (the client writes the token stream itself; llama.cpp does the same).
 //
-// Sampling policy (DeepSeek's guidance for V4): temperature 1, top_p 1, min_p 0.05 by default;
-// temperature 0 is greedy. In thinking mode the sampler is fixed like the DeepSeek API: the
-// client's temperature, top_p, top_k, min_p and penalties are ignored (seed, logit_bias, stop and
-// logprobs still apply). With no seed, each request draws a fresh one.
-// Context: prompt + max_tokens must fit --ctx (400 context_length_exceeded otherwise); without
+// Sampling policy: DeepSeek's guidance for V4 (temperature 1, top_p 1, min_p 0.05) is the default
+// for whatever the client does not send; every knob the client sends wins, in every mode
+// (thinking included), so temperature 0 or top_k 1 is greedy and deterministic. With no seed,
+// each request draws a fresh one.
+// Context: a prompt that does not fit --ctx is a 400 context_length_exceeded; max_tokens beyond
+// the room left is clamped to it (finish_reason "length" when the context fills); without
 // max_tokens the completion may use all the remaining room.
+// tool_choice: becomes GenerateRequest::tool_choice (a decoding constraint, tokenizer/
+// tool_call_grammar.h); required or a named function without that tool in `tools` is a 400.
 #pragma once
 
 #include <optional>
@@ -39,7 +42,6 @@ struct PreparedRequest {
   bool stream = false, include_usage = false, logprobs = false;
   bool thinking = false;
   std::string echo_text;   // /v1/completions with echo: the prompt text
-  bool sampler_fixed = false;  // thinking mode ignored the client's sampling knobs
 };
 
 // Fills `out` or returns the error to send.
@@ -48,7 +50,7 @@ std::optional<api::ApiError> prepare_chat(const Engine& engine, const api::ChatC
 std::optional<api::ApiError> prepare_completion(const Engine& engine, const api::CompletionRequest& req,
                                                 PreparedRequest& out);
 
-// GenerationParams → SamplerConfig (defaults, the thinking rule, a fresh seed when none).
-sampling::SamplerConfig sampler_config(const api::GenerationParams& p, bool thinking, bool* fixed);
+// GenerationParams → SamplerConfig (defaults for what the client left out, a fresh seed when none).
+sampling::SamplerConfig sampler_config(const api::GenerationParams& p);
 
 }  // namespace dsv4::server::serve

@@ -37,12 +37,13 @@ bool same_secret(const std::string& a, const std::string& b) {
 // client bytes (quotes, newlines, invalid UTF-8) would corrupt the exposition, and every distinct
 // path would add a series forever.
 std::string route_label(const std::string& path) {
-  static const char* const kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/messages",
+  static const char* const kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses",
                                         "/v1/messages/count_tokens", "/v1/models", "/models", "/tokenize",
                                         "/detokenize", "/health", "/props", "/metrics"};
   for (const char* r : kRoutes)
     if (path == r) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/:id";
+  if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/:id";
   return "other";
 }
 
@@ -235,13 +236,14 @@ void Server::Impl::install_routes() {
                     {"max_checkpoints", engine.options().max_checkpoints}};
     j["defaults"] = {{"temperature", d.temperature}, {"top_p", d.top_p}, {"min_p", d.min_p}, {"top_k", 0},
                      {"thinking", "enabled"}, {"reasoning_effort", "high"},
-                     {"thinking_sampler", "fixed (client sampling knobs are ignored in thinking mode)"},
+                     {"client_sampling", "client parameters win in every mode; these are the defaults"},
                      {"think_max_min_context", tokenizer::kThinkMaxMinContext},
                      {"default_system_prompt", options.default_system_prompt}};
     j["server"] = {{"max_queue", options.max_queue}, {"max_body_bytes", options.max_body_bytes},
                    {"auth", !options.api_key.empty()}, {"cors", options.cors_origin},
                    {"max_connections", options.max_connections}, {"head_timeout_s", options.head_timeout_s},
-                   {"idle_timeout_s", options.idle_timeout_s}, {"read_timeout_s", options.read_timeout_s}};
+                   {"idle_timeout_s", options.idle_timeout_s}, {"read_timeout_s", options.read_timeout_s},
+                   {"response_store", options.response_store}};
     j["limits"] = {{"max_header_fields", http::ParserLimits{}.max_header_count},
                    {"max_header_bytes", http::ParserLimits{}.max_head_bytes},
                    {"max_request_line_bytes", http::ParserLimits{}.max_request_line},
@@ -262,6 +264,13 @@ void Server::Impl::install_routes() {
   });
   http.post("/v1/messages", [this](const http::Request& req, http::Response& res) {
     handle_generation(ApiKind::kAnthropic, req, res);
+  });
+  http.post("/v1/responses", [this](const http::Request& req, http::Response& res) { handle_responses(req, res); });
+  http.get("/v1/responses/(.+)", [this](const http::Request& req, http::Response& res) {
+    handle_response_lookup(req, res, /*erase=*/false);
+  });
+  http.del("/v1/responses/(.+)", [this](const http::Request& req, http::Response& res) {
+    handle_response_lookup(req, res, /*erase=*/true);
   });
   // Anthropic token counting (Claude Code asks before large requests): the rendered prompt's length.
   http.post("/v1/messages/count_tokens", [this](const http::Request& req, http::Response& res) {
@@ -313,6 +322,7 @@ Server::Server(Engine& engine, ServeOptions options) : impl_(std::make_unique<Im
                    p.moe, p.moe / n, p.head, p.head / n, p.embed, p.embed / n, p.sampling);
         }
       });
+  impl->response_store = std::make_unique<ResponseStore>(impl->options.response_store);
   impl->install_routes();
 }
 

@@ -1,6 +1,7 @@
 // server/serve/server.h — `dsv4 serve`: the HTTP server over one Engine.
 //
 // Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/messages (Anthropic),
+// POST /v1/responses, GET/DELETE /v1/responses/{id} (the last response_store responses),
 // GET /v1/models, GET /health, GET /props, GET /metrics; OPTIONS preflight when --cors is set.
 // Threads: server/http runs one thread per connection (parse, validate, render, tokenize,
 // serialise); one EngineWorker owns the engine's timeline (job_queue.h). Security defaults: binds
@@ -40,6 +41,7 @@ struct ServeOptions {
   bool timing = false;                // per-phase breakdown per request in the log
   std::string model_alias;            // the id /v1/models reports (default: the GGUF file name)
   std::string default_system_prompt;  // inserted when a chat request has no system message (off by default)
+  size_t response_store = 100;        // /v1/responses kept for previous_response_id and GET (0 = none)
   // --replay (debugging/tests): the n-th generation request emits replay_outputs[n] (tokenized
   // with specials, then EOS) instead of sampled tokens; everything else runs for real. Past the
   // end of the list, requests sample normally.

@@ -13,6 +13,7 @@
 #include "server/serve/job_queue.h"
 #include "server/serve/metrics.h"
 #include "server/serve/prepare.h"
+#include "server/serve/response_store.h"
 #include "server/serve/server.h"
 
 namespace dsv4::server::serve {
@@ -30,9 +31,14 @@ struct Server::Impl {
   std::atomic<size_t> replay_next{0};
   std::mutex id_mu;
   std::mt19937_64 id_rng{std::random_device{}()};
+  std::unique_ptr<ResponseStore> response_store;  // /v1/responses (responses_route.cpp)
 
   void install_routes();
   void handle_generation(ApiKind kind, const http::Request& req, http::Response& res);
+  // /v1/responses (responses_route.cpp): POST, and GET (erase=false) / DELETE of a stored one.
+  void handle_responses(const http::Request& req, http::Response& res);
+  void handle_response_lookup(const http::Request& req, http::Response& res, bool erase);
+  void apply_replay(PreparedRequest& prep);  // --replay: the next recorded output, if any
   void send_error(ApiKind kind, http::Response& res, const api::ApiError& e, const std::string& metric_kind);
   std::string new_id(const char* prefix);
   std::string model_id() const;

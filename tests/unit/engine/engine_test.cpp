@@ -263,5 +263,68 @@ TEST_F(EngineTest, ForcedOutputReplaysThroughTheParser) {
   EXPECT_EQ(res.stats.reasoning_tokens, static_cast<int64_t>(engine_->tokenize("plan", true).size()) + 1);  // + </think>
 }
 
+// Issue #15 §3: generated special tokens that are not output markup never reach the text.
+TEST_F(EngineTest, GeneratedSpecialTokensAreNotReleasedAsText) {
+  GenerateRequest r = raw_request(random_prompt(8, 11), 50, 1.0f, 1);
+  r.forced_output = engine_->tokenize("a<｜User｜>b<｜Assistant｜>c<｜latest_reminder｜><think>d</think>", true);
+  r.forced_output.push_back(engine_->info().eos_id);
+  Collect c = run(*engine_, r);
+  EXPECT_EQ(c.text, "abc<think>d</think>");  // raw: the think markup stays, role markers go
+  EXPECT_EQ(c.ids.size(), r.forced_output.size() - 1);  // every id still counts as a token
+
+  r.chat = true;
+  r.thinking = true;
+  r.forced_output = engine_->tokenize("x<think>y<｜User｜></think>z</think>w<｜Assistant｜>", true);
+  r.forced_output.push_back(engine_->info().eos_id);
+  c = run(*engine_, r);
+  std::string reasoning, content;
+  for (const auto& e : c.events) {
+    if (e.kind == tokenizer::DsmlEvent::Kind::kReasoning) reasoning += e.text;
+    if (e.kind == tokenizer::DsmlEvent::Kind::kContent) content += e.text;
+  }
+  EXPECT_EQ(reasoning, "xy");
+  EXPECT_EQ(content, "zw");  // a second </think> is dropped too
+}
+
+// tool_choice none: after "<" the DSML marker is masked even when the client biases it to +100.
+TEST_F(EngineTest, ToolChoiceNoneMasksTheDsmlOpener) {
+  const int32_t dsml = engine_->tokenize("｜DSML｜", true).at(0);
+  GenerateRequest r = raw_request(random_prompt(8, 12), 4, 0.0f, 1);
+  r.chat = true;
+  r.sampler.logit_bias = {{dsml, 100.0f}};
+  r.forced_output = engine_->tokenize("<", true);
+  Collect c = run(*engine_, r);
+  ASSERT_GE(c.ids.size(), 2u);
+  EXPECT_EQ(c.ids[1], dsml);  // auto: the bias wins
+  r.tool_choice.mode = tokenizer::ToolChoiceMode::kNone;
+  c = run(*engine_, r);
+  ASSERT_GE(c.ids.size(), 2u);
+  EXPECT_NE(c.ids[1], dsml);
+  for (const auto& e : c.events) EXPECT_NE(e.kind, tokenizer::DsmlEvent::Kind::kToolCallBegin);
+}
+
+// tool_choice required / function: the random model calls the tool, in the DSML syntax.
+TEST_F(EngineTest, ToolChoiceRequiredMakesTheModelCallATool) {
+  for (auto mode : {tokenizer::ToolChoiceMode::kRequired, tokenizer::ToolChoiceMode::kFunction}) {
+    GenerateRequest r = raw_request(random_prompt(8, 13), 300, 0.0f, 1);
+    r.chat = true;
+    r.tool_choice.mode = mode;
+    r.tool_choice.tools = {{"get_time", {}, true}};
+    GenerationResult res;
+    Collect c = run(*engine_, r, &res);
+    EXPECT_EQ(res.finish, FinishReason::kToolCalls) << c.text;
+    EXPECT_TRUE(res.output_error.ok()) << res.output_error.message();
+    std::string name, args, content;
+    for (const auto& e : c.events) {
+      if (e.kind == tokenizer::DsmlEvent::Kind::kToolCallBegin) name = e.name;
+      if (e.kind == tokenizer::DsmlEvent::Kind::kToolCallArguments) args += e.text;
+      if (e.kind == tokenizer::DsmlEvent::Kind::kContent) content += e.text;
+    }
+    EXPECT_EQ(name, "get_time");
+    EXPECT_EQ(args, "{}");
+    EXPECT_EQ(content, "");
+  }
+}
+
 }  // namespace
 }  // namespace dsv4

@@ -1,5 +1,5 @@
-// tests/unit/server_serve/prepare_test.cpp — request preparation: sampling defaults and the
-// thinking-mode rule, context checks, completions' BOS and max_tokens default; the job channel
+// tests/unit/server_serve/prepare_test.cpp — request preparation: sampling defaults (client knobs
+// win), context checks and the max_tokens clamp, completions' BOS and max_tokens default; the job channel
 // and the bounded queue; Prometheus text.
 #include <gtest/gtest.h>
 
@@ -7,22 +7,23 @@
 #include "server/serve/job_queue.h"
 #include "server/serve/metrics.h"
 #include "server/serve/prepare.h"
+#include "server/serve/response_store.h"
 
 namespace dsv4::server::serve {
 namespace {
 
 TEST(SamplerConfig, DefaultsFollowDeepSeek) {
   api::GenerationParams p;
-  bool fixed = true;
-  const sampling::SamplerConfig c = sampler_config(p, false, &fixed);
+  const sampling::SamplerConfig c = sampler_config(p);
   EXPECT_EQ(c.temperature, 1.0f);
   EXPECT_EQ(c.top_p, 1.0f);
   EXPECT_EQ(c.min_p, 0.05f);
   EXPECT_EQ(c.top_k, 0);
-  EXPECT_FALSE(fixed);
 }
 
-TEST(SamplerConfig, ClientKnobsApplyWithoutThinkingAndAreIgnoredWithIt) {
+// Issue #15 §3: the client's knobs win in every mode (the sampler no longer knows the mode), and
+// a knob left out keeps the model card's default.
+TEST(SamplerConfig, ClientKnobsAlwaysWin) {
   api::GenerationParams p;
   p.temperature = 0.0;
   p.top_p = 0.5;
@@ -31,28 +32,25 @@ TEST(SamplerConfig, ClientKnobsApplyWithoutThinkingAndAreIgnoredWithIt) {
   p.presence_penalty = 1.0;
   p.seed = 42;
   p.logit_bias = {{3, -100.0}};
-  bool fixed = false;
-  sampling::SamplerConfig c = sampler_config(p, false, &fixed);
+  sampling::SamplerConfig c = sampler_config(p);
   EXPECT_EQ(c.temperature, 0.0f);
   EXPECT_EQ(c.top_p, 0.5f);
   EXPECT_EQ(c.top_k, 7);
+  EXPECT_EQ(c.min_p, 0.0f);
   EXPECT_EQ(c.presence_penalty, 1.0f);
   EXPECT_EQ(c.seed, 42u);
-  EXPECT_FALSE(fixed);
-  c = sampler_config(p, true, &fixed);
-  EXPECT_TRUE(fixed);
+  ASSERT_EQ(c.logit_bias.size(), 1u);
+  api::GenerationParams only_k;
+  only_k.top_k = 1;
+  c = sampler_config(only_k);
+  EXPECT_EQ(c.top_k, 1);
   EXPECT_EQ(c.temperature, 1.0f);
-  EXPECT_EQ(c.top_p, 1.0f);
-  EXPECT_EQ(c.top_k, 0);
   EXPECT_EQ(c.min_p, 0.05f);
-  EXPECT_EQ(c.presence_penalty, 0.0f);
-  EXPECT_EQ(c.seed, 42u);                 // seed still applies
-  ASSERT_EQ(c.logit_bias.size(), 1u);     // so does logit_bias
 }
 
 TEST(SamplerConfig, NoSeedDrawsFreshOnes) {
   api::GenerationParams p;
-  EXPECT_NE(sampler_config(p, false, nullptr).seed, sampler_config(p, false, nullptr).seed);
+  EXPECT_NE(sampler_config(p).seed, sampler_config(p).seed);
 }
 
 class PrepareTest : public ::testing::Test {
@@ -83,11 +81,20 @@ TEST_F(PrepareTest, ChatRendersTokenizesAndFillsTheRoom) {
   EXPECT_EQ(p.gen.top_logprobs, -1);
 }
 
-TEST_F(PrepareTest, ContextErrorsNameTheLimit) {
+TEST_F(PrepareTest, MaxTokensBeyondTheContextIsClamped) {
   PreparedRequest p;
   api::ChatCompletionRequest r = chat("hello");
   r.params.max_tokens = 1000;
-  auto err = prepare_chat(*engine_, r, ApiKind::kChat, "", p);
+  ASSERT_FALSE(prepare_chat(*engine_, r, ApiKind::kChat, "", p));
+  EXPECT_EQ(p.gen.max_tokens, 256 + 1 - static_cast<int64_t>(p.gen.prompt.size()));
+  r.params.max_tokens = 5;
+  ASSERT_FALSE(prepare_chat(*engine_, r, ApiKind::kChat, "", p));
+  EXPECT_EQ(p.gen.max_tokens, 5);
+}
+
+TEST_F(PrepareTest, ContextErrorsNameTheLimit) {
+  PreparedRequest p;
+  auto err = prepare_chat(*engine_, chat(std::string(400, 'x')), ApiKind::kChat, "", p);
   ASSERT_TRUE(err);
   EXPECT_EQ(err->code, "context_length_exceeded");
   EXPECT_EQ(err->http_status, 400);
@@ -95,11 +102,42 @@ TEST_F(PrepareTest, ContextErrorsNameTheLimit) {
   err = prepare_chat(*engine_, chat(std::string(400, 'x')), ApiKind::kChat, "", p);
   ASSERT_TRUE(err);
   EXPECT_EQ(err->code, "context_length_exceeded");
-  r = chat("hi");
+  api::ChatCompletionRequest r = chat("hi");
   r.params.logit_bias = {{999999, 1.0}};
   err = prepare_chat(*engine_, r, ApiKind::kChat, "", p);
   ASSERT_TRUE(err);
   EXPECT_EQ(err->param, "logit_bias");
+}
+
+TEST_F(PrepareTest, ToolChoiceBecomesTheDecodingConstraint) {
+  engine_ = dsv4::testing::load_tiny_engine(4096);  // the DS4 tools block needs room
+  ASSERT_NE(engine_, nullptr);
+  api::ChatCompletionRequest r = chat("hi");
+  PreparedRequest p;
+  r.tool_choice.kind = api::ToolChoiceKind::kRequired;
+  auto err = prepare_chat(*engine_, r, ApiKind::kChat, "", p);
+  ASSERT_TRUE(err);  // required without tools
+  EXPECT_EQ(err->param, "tool_choice");
+  api::ApiTool t;
+  t.name = "f";
+  t.function_json = R"({"name":"f"})";
+  t.params_known = true;
+  r.tools = {t};
+  r.parallel_tool_calls = false;
+  err = prepare_chat(*engine_, r, ApiKind::kChat, "", p);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_EQ(p.gen.tool_choice.mode, tokenizer::ToolChoiceMode::kRequired);
+  ASSERT_EQ(p.gen.tool_choice.tools.size(), 1u);
+  EXPECT_EQ(p.gen.tool_choice.tools[0].name, "f");
+  EXPECT_FALSE(p.gen.tool_choice.parallel);
+  r.tool_choice = {api::ToolChoiceKind::kFunction, "g"};
+  err = prepare_chat(*engine_, r, ApiKind::kAnthropic, "", p);
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->message.find("'g'"), std::string::npos);
+  r.tool_choice = {api::ToolChoiceKind::kNone, ""};
+  PreparedRequest q;
+  ASSERT_FALSE(prepare_chat(*engine_, r, ApiKind::kChat, "", q));
+  EXPECT_EQ(q.gen.tool_choice.mode, tokenizer::ToolChoiceMode::kNone);
 }
 
 TEST_F(PrepareTest, DefaultSystemPromptOnlyWhenAsked) {
@@ -179,6 +217,31 @@ TEST(EngineWorker, BoundedQueueCancelledJobsAndOrder) {
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(static_cast<int>(finished.size()), accepted);
   for (int i = 0; i < accepted; ++i) EXPECT_EQ(finished[static_cast<size_t>(i)], "j" + std::to_string(i));  // FIFO
+}
+
+TEST(ResponseStore, BoundedOldestFirstEraseAndOff) {
+  ResponseStore store(2);
+  auto put = [&](const std::string& id) {
+    api::ApiMessage m;
+    m.role = "user";
+    m.content = id;
+    store.put({id, "{\"id\":\"" + id + "\"}", {m}});
+  };
+  put("a");
+  put("b");
+  put("c");  // evicts a
+  EXPECT_EQ(store.size(), 2u);
+  EXPECT_EQ(store.get("a"), nullptr);
+  ASSERT_NE(store.get("b"), nullptr);
+  EXPECT_EQ(store.get("c")->conversation.at(0).content, "c");
+  auto held = store.get("b");
+  EXPECT_TRUE(store.erase("b"));
+  EXPECT_FALSE(store.erase("b"));
+  EXPECT_EQ(held->response_json, "{\"id\":\"b\"}");  // a reader keeps its copy alive
+  ResponseStore off(0);
+  off.put({"x", "{}", {}});
+  EXPECT_EQ(off.get("x"), nullptr);
+  EXPECT_EQ(off.size(), 0u);
 }
 
 TEST(Metrics, PrometheusText) {
