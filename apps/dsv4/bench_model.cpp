@@ -60,6 +60,18 @@ void print_times(const model::PhaseTimes& t, const char* what) {
               total * per);
 }
 
+// How the backend ran one decode run's kernels (a GPU's step graphs), per token; nothing for the CPU.
+void print_launches(const backend::LaunchStats& b, const backend::LaunchStats& e, int64_t tokens) {
+  const double per = 1.0 / static_cast<double>(tokens > 0 ? tokens : 1);
+  const int64_t graphs = e.graph_launches - b.graph_launches, eager = e.eager_launches - b.eager_launches;
+  if (graphs == 0 && eager == 0) return;
+  std::printf("    kernels per token: %.0f in %.1f graph launches (%.1f nodes patched; %lld graphs built in the run), "
+              "%.1f launched one by one\n",
+              static_cast<double>(e.nodes_launched - b.nodes_launched) * per, static_cast<double>(graphs) * per,
+              static_cast<double>(e.nodes_patched - b.nodes_patched) * per,
+              static_cast<long long>(e.graphs_built - b.graphs_built), static_cast<double>(eager) * per);
+}
+
 // Median, min and max of repeated measurements (tok/s).
 struct Spread {
   double median = 0, min = 0, max = 0;
@@ -173,19 +185,23 @@ int run_bench_model(const BenchModelArgs& a) {
     }
     const model::SessionCheckpoint at_depth = sess.checkpoint();
     std::vector<double> tps;
+    backend::LaunchStats last_before, last_after;  // over the last run (never a timed-phase one)
     sess.clear_times();
     for (int64_t r = 0; r < a.repeat; ++r) {
       if (Status st = sess.rewind(at_depth); !st.ok()) return fail(st);
       sess.set_timing(a.timing && r == 0);
+      last_before = backend.launch_stats();
       const auto t0 = Clock::now();
       if (Status st = decode(sess, a.decode_tokens, 1); !st.ok()) return fail(st);
       tps.push_back(static_cast<double>(a.decode_tokens) / secs(t0));
+      last_after = backend.launch_stats();
     }
     sess.set_timing(false);
     const Spread sp = spread(tps);
     const double gbps = sp.median * bytes_tok / 1e9;
     std::printf("  depth %7lld: %s  weights %7.1f GB/s = %5.2f%% of the bandwidth roofline\n",
                 static_cast<long long>(depth), spread_text(sp).c_str(), gbps, 100.0 * gbps / lim->read_gbps);
+    print_launches(last_before, last_after, a.decode_tokens);
     if (a.timing) print_times(sess.times(), "decode");
   }
   struct rusage ru {};

@@ -43,6 +43,10 @@ Result<backend::BackendOptions> backend_options_from_flags() {
   DSV4_ASSIGN_OR_RETURN(o.threads, threads_from_flags());
   DSV4_ASSIGN_OR_RETURN(o.simd, simd_level_from_flags());
   DSV4_ASSIGN_OR_RETURN(o.amx, amx_from_flags(o.simd));
+  const std::string graphs = flag_value("cuda-graphs");
+  if (graphs != "on" && graphs != "off")
+    return invalid_argument("--cuda-graphs: expected on or off, got '" + graphs + "'");
+  o.cuda_graphs = graphs == "on";
   return o;
 }
 

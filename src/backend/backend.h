@@ -207,6 +207,16 @@ struct BackendLimits {
   std::string what;  // how they were measured, e.g. "16 threads, avx512" or "H200, 132 SMs"
 };
 
+// How a backend ran its kernels (dsv4 bench prints it; tests check the graph path is taken). A CPU
+// backend runs ops directly and reports zeros.
+struct LaunchStats {
+  int64_t graphs_built = 0;    // step graphs instantiated (a new kernel sequence)
+  int64_t graph_launches = 0;  // steps (or parts of steps) run as a graph
+  int64_t nodes_launched = 0;  // kernels run inside graphs
+  int64_t nodes_patched = 0;   // graph nodes whose parameters changed before a replay
+  int64_t eager_launches = 0;  // kernels launched one by one
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -247,6 +257,7 @@ class Backend {
   // Backend memory in use by this process (weights, sessions, scratch) and the most it ever was.
   virtual int64_t memory_in_use() const = 0;
   virtual int64_t memory_peak() const = 0;
+  virtual LaunchStats launch_stats() const { return {}; }
 
   // --- steps ------------------------------------------------------------------------------------
   // Between begin_step and end_step the host touches no backend data; end_step returns the first

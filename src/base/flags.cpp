@@ -21,6 +21,9 @@ constexpr FlagSpec kFlags[] = {
     {"amx", "DSV4_AMX", "auto",
      "AMX int8 tiles for matrix x matrix (prefill) where the CPU and OS allow them: auto or off (results are identical; "
      "speed differs; needs --simd auto, avx512vbmi or avx512)"},
+    {"cuda-graphs", "DSV4_CUDA_GRAPHS", "on",
+     "cuda backend: run each step's kernels as one CUDA graph (on) or launch them one by one (off); results are "
+     "identical, graphs are faster"},
     {"log-level", "DSV4_LOG_LEVEL", "info", "log verbosity on stderr: error, warn, info, debug"},
     {"response-store", "DSV4_RESPONSE_STORE", "100",
      "serve: how many /v1/responses results are kept in memory for previous_response_id and GET /v1/responses/{id} "

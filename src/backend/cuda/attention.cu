@@ -475,14 +475,13 @@ void CudaBackend::compressor_update(const backend::CompressorUpdate& u, const ba
   a.w_lo = u.p0 / r;
   const int64_t n_closed = (u.p0 + n) / r - a.w_lo;
   if (n_closed > 0 && d > 0) {
-    compressor_entry_kernel<<<grid_for(n_closed, 1), kCompThreads, 0, stream()>>>(a, n_closed);
-    check_launch("compressor_entry_kernel");
+    launch("compressor_entry_kernel", compressor_entry_kernel, grid_for(n_closed, 1), kCompThreads, 0, a, n_closed);
   }
   // After the pooling (which reads the ring as the chunk found it): the chunk's last span positions.
   const int64_t first = std::max(u.p0, u.p0 + n - span);
   if (width > 0) {
-    compressor_ring_kernel<<<grid_for((u.p0 + n - first) * width, kThreads), kThreads, 0, stream()>>>(a, first);
-    check_launch("compressor_ring_kernel");
+    launch("compressor_ring_kernel", compressor_ring_kernel, grid_for((u.p0 + n - first) * width, kThreads), kThreads,
+           0, a, first);
   }
 }
 
@@ -503,9 +502,8 @@ void CudaBackend::indexer_topk(const Tensor& qI, const Tensor& g, float gscale0,
   if (n <= 0 || top_k <= 0) return;
   const int64_t max_nv = (p0 + n) / ratio;  // the last query sees the most entries
   if (max_nv <= top_k) {  // every query: 0 … visible−1, then −1
-    indexer_select_kernel<<<grid_for(n, 1), kTopkThreads, 0, stream()>>>(nullptr, 0, p0, ratio, 0, n, top_k, out.data,
-                                                                         out.nb[1]);
-    check_launch("indexer_select_kernel");
+    launch("indexer_select_kernel", indexer_select_kernel, grid_for(n, 1), kTopkThreads, 0, nullptr, 0, p0, ratio, 0, n,
+           top_k, out.data, out.nb[1]);
     return;
   }
   // Scores of a group of queries at a time (the scratch stays within kScoreBudget), sized for the
@@ -518,13 +516,11 @@ void CudaBackend::indexer_topk(const Tensor& qI, const Tensor& g, float gscale0,
   if (score == nullptr) return;
   for (int64_t t0 = 0; t0 < n; t0 += G) {
     const int64_t ng = std::min(G, n - t0);
-    indexer_score_kernel<<<grid_for(ng * max_nv, kWarpsPerBlock), kThreads, 0, stream()>>>(
-        qI.data, qI.nb[1], g.data, g.nb[1], gscale0, gscale1, keys.data, keys.nb[1], p0, ratio, top_k, t0, ng, nI, dI,
-        max_nv, score);
-    check_launch("indexer_score_kernel");
-    indexer_select_kernel<<<grid_for(ng, 1), kTopkThreads, 0, stream()>>>(score, max_nv, p0, ratio, t0, ng, top_k,
-                                                                          out.data, out.nb[1]);
-    check_launch("indexer_select_kernel");
+    launch("indexer_score_kernel", indexer_score_kernel, grid_for(ng * max_nv, kWarpsPerBlock), kThreads, 0, qI.data,
+           qI.nb[1], g.data, g.nb[1], gscale0, gscale1, keys.data, keys.nb[1], p0, ratio, top_k, t0, ng, nI, dI, max_nv,
+           score);
+    launch("indexer_select_kernel", indexer_select_kernel, grid_for(ng, 1), kTopkThreads, 0, score, max_nv, p0, ratio,
+           t0, ng, top_k, out.data, out.nb[1]);
   }
 }
 
@@ -592,14 +588,10 @@ void CudaBackend::attention(const backend::AttentionArgs& a) {
   for (int64_t t0 = 0; t0 < n; t0 += G) {
     k.t0 = t0;
     k.n = std::min(G, n - t0);
-    attn_count_kernel<<<grid_for(k.n, 128), 128, 0, stream()>>>(k);
-    check_launch("attn_count_kernel");
-    attn_score_kernel<<<grid_for(k.n * k.maxk * k.H, kWarpsPerBlock), kThreads, 0, stream()>>>(k);
-    check_launch("attn_score_kernel");
-    attn_softmax_kernel<<<grid_for(k.n * H, kWarpsPerBlock), kThreads, 0, stream()>>>(k);
-    check_launch("attn_softmax_kernel");
-    attn_out_kernel<<<grid_for(k.n * H * d, kThreads), kThreads, 0, stream()>>>(k);
-    check_launch("attn_out_kernel");
+    launch("attn_count_kernel", attn_count_kernel, grid_for(k.n, 128), 128, 0, k);
+    launch("attn_score_kernel", attn_score_kernel, grid_for(k.n * k.maxk * k.H, kWarpsPerBlock), kThreads, 0, k);
+    launch("attn_softmax_kernel", attn_softmax_kernel, grid_for(k.n * H, kWarpsPerBlock), kThreads, 0, k);
+    launch("attn_out_kernel", attn_out_kernel, grid_for(k.n * H * d, kThreads), kThreads, 0, k);
   }
 }
 
@@ -612,9 +604,8 @@ void CudaBackend::kv_store(const Tensor& kv, int64_t p0, const Tensor& ring) {
   }
   const int64_t first = std::max(p0, p0 + n - W), count = p0 + n - first;
   if (count <= 0 || d <= 0) return;
-  kv_store_kernel<<<grid_for(count * d, kThreads), kThreads, 0, stream()>>>(kv.data, kv.nb[1], p0, first, count, d,
-                                                                            ring.data, ring.nb[1], W);
-  check_launch("kv_store_kernel");
+  launch("kv_store_kernel", kv_store_kernel, grid_for(count * d, kThreads), kThreads, 0, kv.data, kv.nb[1], p0, first,
+         count, d, ring.data, ring.nb[1], W);
 }
 
 }  // namespace dsv4::cuda

@@ -120,11 +120,13 @@ void dequantize_row(const uint8_t* src, float* out, int64_t n, F dequantize_bloc
 
 // --- creation -------------------------------------------------------------------------------------
 
-CudaBackend::CudaBackend(int device) : device_(device) {}
+CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.device), graphs_(options.graphs) {}
 
 CudaBackend::~CudaBackend() {
   if (stream_ == nullptr) return;
   (void)cudaSetDevice(device_);
+  flush_launches();
+  staging_.release();
   (void)cudaStreamSynchronize(stream_);
   for (DeviceScratch* s : {&act_scratch, &attn_scratch, &index_scratch, &moe_scratch, &misc_scratch}) {
     if (s->data != nullptr) (void)cudaFree(s->data);
@@ -171,7 +173,7 @@ Status CudaBackend::init() {
 }
 
 Result<std::unique_ptr<backend::Backend>> create_cuda_backend(const CudaBackendOptions& options) {
-  auto b = std::make_unique<CudaBackend>(options.device);
+  auto b = std::make_unique<CudaBackend>(options);
   DSV4_RETURN_IF_ERROR(b->init());
   return std::unique_ptr<backend::Backend>(std::move(b));
 }
@@ -197,6 +199,7 @@ std::string CudaBackend::describe() const {
     (void)cudaGetLastError();
   }
   if (weight_bytes_ > 0) s += ", weights " + mib(weight_bytes_);
+  s += graphs_ ? ", a CUDA graph per step" : ", kernels launched one by one";
   return s;
 }
 
@@ -239,6 +242,7 @@ void CudaBackend::device_free(void* p, int64_t bytes) {
 
 Result<backend::Buffer> CudaBackend::allocate(int64_t bytes) {
   DSV4_ASSIGN_OR_RETURN(void* p, device_alloc(bytes, "a buffer"));
+  flush_launches();
   const cudaError_t err = cudaMemsetAsync(p, 0, static_cast<size_t>(std::max<int64_t>(256, round_up(bytes, 256))), stream_);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
@@ -250,6 +254,7 @@ Result<backend::Buffer> CudaBackend::allocate(int64_t bytes) {
 
 void CudaBackend::release(void* data, int64_t bytes) {
   // Ops enqueued earlier may still read or write it.
+  flush_launches();
   check(cudaStreamSynchronize(stream_), "stream synchronize before cudaFree");
   device_free(data, bytes);
 }
@@ -257,6 +262,8 @@ void CudaBackend::release(void* data, int64_t bytes) {
 void* CudaBackend::grow(DeviceScratch& s, int64_t bytes) {
   if (bytes <= s.bytes) return s.data;
   if (s.data != nullptr) {
+    // Launches collected so far use the old allocation: run them before it goes.
+    flush_launches();
     check(cudaStreamSynchronize(stream_), "stream synchronize before growing scratch");
     device_free(s.data, s.bytes);
     s = {};
@@ -298,11 +305,21 @@ Result<Tensor> CudaBackend::load_weight(const Tensor& host, std::vector<backend:
     return Status(p.status().code(), p.status().message() + "; " + std::to_string(weight_bytes_) +
                                          " bytes of weights already loaded: the model does not fit on this device");
   backend::Buffer buf(this, *p, bytes);
-  // The mapping outlives the model; a pageable source is staged by the driver before this returns.
-  const cudaError_t err = cudaMemcpyAsync(buf.data(), host.data, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_);
+  flush_launches();
+  // Through pinned staging buffers (host copy, page faults and DMA overlap); without pinned memory the
+  // driver stages the pageable mapping itself, slower.
+  const char* what = "";
+  cudaError_t err = staging_.copy(buf.data(), host.data, bytes, stream_, &what);
+  if (err == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    what = "cudaMemcpyAsync (weight upload from pageable memory)";
+    err = cudaMemcpyAsync(buf.data(), host.data, static_cast<size_t>(bytes), cudaMemcpyHostToDevice,
+                          stream_);
+  }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return internal_error("cuda backend: copying a weight of " + std::to_string(bytes) + " bytes: " + cuda_error_text(err));
+    return internal_error("cuda backend: copying a weight of " + std::to_string(bytes) + " bytes: " + what + ": " +
+                          cuda_error_text(err));
   }
   Tensor t = host;
   t.data = buf.data();
@@ -362,6 +379,7 @@ Result<Tensor> CudaBackend::load_weight_f32(const Tensor& host, std::vector<back
   const int64_t bytes = rows * n * static_cast<int64_t>(sizeof(float));
   DSV4_ASSIGN_OR_RETURN(backend::Buffer buf, allocate(bytes));
   if (bytes > 0) {
+    flush_launches();
     const cudaError_t err = cudaMemcpyAsync(buf.data(), f.data(), static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
@@ -378,12 +396,14 @@ Result<Tensor> CudaBackend::load_weight_f32(const Tensor& host, std::vector<back
 
 void CudaBackend::upload(const Tensor& dst, const void* src, int64_t bytes) {
   if (bytes <= 0) return;
+  flush_launches();
   // From pageable memory the driver stages the bytes before returning, so src may be reused at once.
   check(cudaMemcpyAsync(dst.data, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_), "upload (cudaMemcpyAsync)");
 }
 
 Status CudaBackend::download(const Tensor& src, void* dst, int64_t bytes) {
   ++syncs_;
+  flush_launches();
   if (bytes > 0) check(cudaMemcpyAsync(dst, src.data, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_), "download (cudaMemcpyAsync)");
   check(cudaStreamSynchronize(stream_), "download (stream synchronize)");
   check(cudaGetLastError(), "an earlier asynchronous operation");
@@ -396,10 +416,20 @@ Status CudaBackend::download(const Tensor& src, void* dst, int64_t bytes) {
 void CudaBackend::begin_step() {}
 
 Status CudaBackend::end_step() {
+  flush_launches();
+  staging_.release();  // a step runs: loading is over (a later load_weight stages again)
   // No synchronisation: errors of kernels still running surface at the next download.
   check(cudaGetLastError(), "a launch of this step");
   return std::exchange(error_, Status());
 }
+
+void CudaBackend::flush_launches() {
+  if (steps_.empty()) return;
+  const StepGraph::Error e = steps_.flush(stream_, graphs_);
+  if (e.code != cudaSuccess) check(e.code, e.what);
+}
+
+backend::LaunchStats CudaBackend::launch_stats() const { return steps_.stats(); }
 
 void CudaBackend::fail(Status status) {
   // (swap, not `error_ = status`: nvcc's front end warns about assigning a [[nodiscard]] class.)

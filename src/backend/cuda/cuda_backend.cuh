@@ -4,7 +4,9 @@
 //
 // Model: every tensor's data is a device pointer (cudaMalloc, never managed memory). Ops enqueue
 // kernels on one stream in call order and never synchronise; a launch or runtime error is recorded
-// (the first one, sticky until end_step). download() is the one synchronisation. Scratch buffers are
+// (the first one, sticky until end_step). download() is the one synchronisation. Kernels go through
+// launch(): they are collected and run as one CUDA graph per step (step_graph.cuh) when the stream is
+// next used for anything else (end_step, a transfer, a memset, a free), in the order they were issued. Scratch buffers are
 // device allocations that only grow (sized by reserve() and on first use), so steady-state steps
 // allocate nothing.
 #pragma once
@@ -14,10 +16,14 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/staged_upload.cuh"
+#include "backend/cuda/step_graph.cuh"
 
 namespace dsv4::cuda {
 
@@ -29,7 +35,7 @@ struct DeviceScratch {
 
 class CudaBackend final : public backend::Backend {
  public:
-  explicit CudaBackend(int device);
+  explicit CudaBackend(const CudaBackendOptions& options);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -76,9 +82,23 @@ class CudaBackend final : public backend::Backend {
   Status finish() override;
   int64_t memory_in_use() const override { return in_use_bytes_; }
   int64_t memory_peak() const override { return peak_bytes_; }
+  backend::LaunchStats launch_stats() const override;
 
   // --- for the op-family files ---------------------------------------------------------------------
   cudaStream_t stream() const { return stream_; }
+  // Enqueues kernel<<<grid, block, smem>>>(args...) on the step's launch list (each argument converted
+  // to its parameter's type, as a <<<>>> launch would). Runs with the step's other kernels at the next
+  // flush; launch errors are recorded there under `name`.
+  template <typename... Params, typename... Args>
+  void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+    static_assert(sizeof...(Params) == sizeof...(Args), "launch: argument count differs from the kernel's");
+    steps_.begin_launch(reinterpret_cast<const void*>(kernel), grid, block, static_cast<unsigned>(smem), name);
+    (steps_.add_arg(static_cast<std::remove_cv_t<std::remove_reference_t<Params>>>(std::forward<Args>(args))), ...);
+    if (!graphs_) flush_launches();
+  }
+  // Runs the collected launches (step_graph.cuh); every stream operation other than a launch calls it first.
+  void flush_launches();
+  bool graphs_enabled() const { return graphs_; }
   // Records the first error of the step (sticky until end_step).
   void fail(Status status);
   // Records `err` (if not cudaSuccess) as "CUDA <what>: <error string>".
@@ -111,7 +131,10 @@ class CudaBackend final : public backend::Backend {
 
  private:
   int device_ = 0;
+  bool graphs_ = true;
   cudaStream_t stream_ = nullptr;
+  StepGraph steps_;
+  StagedUpload staging_;  // weight uploads (load_weight) until the first step
   Status error_;
   std::string device_name_;
   int64_t total_bytes_ = 0;

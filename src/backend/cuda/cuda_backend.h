@@ -13,7 +13,8 @@
 namespace dsv4::cuda {
 
 struct CudaBackendOptions {
-  int device = 0;  // CUDA device ordinal
+  int device = 0;      // CUDA device ordinal
+  bool graphs = true;  // run each step's kernels as one CUDA graph (same bits as launching them one by one)
 };
 
 // A CUDA backend on `device`. Errors name the cause: no driver, no device, a device that is not

@@ -9,6 +9,7 @@
 //   embed:     one thread per (token, weight block) dequantizing the block into each copy.
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -375,8 +376,9 @@ __device__ void product_rows(const ProductArgs& a, const uint8_t* w, int64_t r0,
   float p[kTile];
   for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
   const uint8_t* act[kTile];
+  const int64_t group = a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0;
   for (int t = 0; t < kTile; ++t)
-    act[t] = static_cast<const uint8_t*>(a.act) + ((r0 + (t < nt ? t : 0)) / a.act_div) * a.act_stride;
+    act[t] = static_cast<const uint8_t*>(a.act) + group + ((r0 + (t < nt ? t : 0)) / a.act_div) * a.act_stride;
   if constexpr (Ops::kLanes == 1) {
     constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
     const int64_t nb = a.in / Ops::kBlock;
@@ -502,6 +504,114 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_kernel(ProductArgs
   }
 }
 
+// One activation row × float weights with long rows (decode: the HC mixes over 16384 inputs, the
+// router and the compressor projections over 4096): one CTA of kLongThreads per output row. The row
+// streams through shared memory kLongStage elements at a time; every thread loads its share of the next
+// stage (x as float4, the weight as 16-byte words widened by Ops::unpack) into registers while warp 0
+// runs the 32 lane chains over the current one (lane l: elements l, l+32, … in order, numerics/dot.h's
+// order, then the shuffle tree): one memory latency per 4096 elements instead of per 512, and every
+// CTA's loads in flight together. Needs 16-byte aligned x and weight rows and in % kLongStage == 0.
+constexpr int kLongStage = 4096;
+constexpr int kLongThreads = 256;
+
+template <typename Ops>
+__global__ void __launch_bounds__(kLongThreads) product_long_row_kernel(ProductArgs a) {
+  static_assert(Ops::kLanes == 0, "float weights only");
+  constexpr int kXLoads = kLongStage / 4 / kLongThreads;         // float4 per thread per stage
+  constexpr int kWLoads = kLongStage / Ops::kVec / kLongThreads;  // 16-byte weight words per thread
+  __shared__ __align__(16) float xs[kLongStage];
+  __shared__ __align__(16) float ws[kLongStage];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  const int64_t o = blockIdx.x;
+  const auto* x4 = static_cast<const float4*>(a.act);
+  const auto* w4 = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes);
+  const int64_t stages = a.in / kLongStage;
+  float4 xr[kXLoads];
+  uint4 wr[kWLoads];
+  auto fetch = [&](int64_t s) {
+#pragma unroll
+    for (int k = 0; k < kXLoads; ++k) xr[k] = __ldg(x4 + s * (kLongStage / 4) + tid + k * kLongThreads);
+#pragma unroll
+    for (int k = 0; k < kWLoads; ++k) wr[k] = __ldcs(w4 + s * (kLongStage / Ops::kVec) + tid + k * kLongThreads);
+  };
+  fetch(0);
+  float p = 0.0f;
+  for (int64_t s = 0; s < stages; ++s) {
+#pragma unroll
+    for (int k = 0; k < kXLoads; ++k) *reinterpret_cast<float4*>(&xs[4 * (tid + k * kLongThreads)]) = xr[k];
+#pragma unroll
+    for (int k = 0; k < kWLoads; ++k) Ops::unpack(wr[k], &ws[Ops::kVec * (tid + k * kLongThreads)]);
+    __syncthreads();
+    if (s + 1 < stages) fetch(s + 1);  // in flight while warp 0 folds this stage
+    if (tid < 32) {
+      constexpr int kBatch = 16;
+      for (int j = lane; j < kLongStage; j += 32 * kBatch) {
+        float wv[kBatch], xv[kBatch];
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          wv[k] = ws[j + 32 * k];
+          xv[k] = xs[j + 32 * k];
+        }
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) p = hd::fma(wv[k], xv[k], p);
+      }
+    }
+    __syncthreads();  // the stage is overwritten next
+  }
+  if (tid < 32) {
+    for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
+    if (lane == 0) a.y[o] = p;
+  }
+}
+
+// One activation row × quantized weights with few output rows (decode's q_a, kv, W_oa groups, W_ob, the
+// shared expert): kSplit warps share an output row so that enough warps stream the weights. Warp `part`
+// of a row computes the block values of chunks part, part + kSplit, … (a chunk = the 32 blocks one
+// warp-iteration of product_rows covers, or kPerChunk super-blocks for the K/IQ types) into shared
+// memory; then the row's first warp adds them lane by lane in block order (lane l: blocks l, l+32, …
+// from 0, one plain add each, exactly product_rows's partials) and runs the shuffle tree: the bits of
+// product_rows, whose lanes add the same values in the same order.
+constexpr int kSplitMaxBlocks = 1024;  // blocks per row this kernel holds in shared memory
+
+template <typename Ops, int kSplit>
+__global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(ProductArgs a) {
+  static_assert(Ops::kLanes > 0 && kProductWarps % kSplit == 0, "quantized weights; warps divide into rows");
+  constexpr int kRows = kProductWarps / kSplit;
+  __shared__ float vals[kRows][kSplitMaxBlocks];
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
+  const int slot = warp / kSplit, part = warp % kSplit;
+  const int64_t o = blockIdx.x * static_cast<int64_t>(kRows) + slot;
+  const int64_t nb = a.in / Ops::kBlock;
+  constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
+  const uint8_t* act =
+      static_cast<const uint8_t*>(a.act) + (a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0);
+  if (o < a.out) {
+    const uint8_t* w = static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes;
+    if constexpr (Ops::kLanes == 1) {
+#pragma unroll 4
+      for (int64_t b = 32 * part + lane; b < nb; b += 32 * kSplit)
+        vals[slot][b] = Ops::block_dot(w + b * Ops::kBlockBytes, act + b * kActBytes);
+      // (blocks past nb in the last chunk: nothing to compute)
+    } else {
+      constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
+      const int sub = lane % kL;
+      for (int64_t b0 = static_cast<int64_t>(part) * kPerChunk; b0 < nb; b0 += static_cast<int64_t>(kPerChunk) * kSplit) {
+        const int64_t b = b0 + lane / kL;
+        typename Ops::Isum s{};
+        if (b < nb) s = Ops::part(w + b * Ops::kBlockBytes, act + b * kActBytes, sub);
+        for (int m = 1; m < kL; m <<= 1) s = Ops::add(s, Ops::shfl_xor(s, m));
+        if (b < nb && sub == 0) vals[slot][b] = Ops::finish(w + b * Ops::kBlockBytes, act + b * kActBytes, s);
+      }
+    }
+  }
+  __syncthreads();
+  if (part != 0 || o >= a.out) return;
+  float p = 0.0f;
+  for (int64_t b = lane; b < nb; b += 32) p = p + vals[slot][b];
+  for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
+  if (lane == 0) a.y[o] = p;
+}
+
 // --- embed ---------------------------------------------------------------------------------------------
 
 template <typename Ops>
@@ -595,14 +705,13 @@ void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_
   auto* out = static_cast<uint8_t*>(dst);
   switch (format) {
     case ActFormat::kQ8_0:
-      act_quant_q8_0_warp_kernel<<<grid, kThreads, 0, be.stream()>>>(x, x_stride, rows, n, out);
+      be.launch("act_quant_q8_0_warp_kernel", act_quant_q8_0_warp_kernel, grid, kThreads, 0, x, x_stride, rows, n, out);
       break;
     case ActFormat::kQ8_K:
-      act_quant_q8_k_warp_kernel<<<grid, kThreads, 0, be.stream()>>>(x, x_stride, rows, n, out);
+      be.launch("act_quant_q8_k_warp_kernel", act_quant_q8_k_warp_kernel, grid, kThreads, 0, x, x_stride, rows, n, out);
       break;
     default: return;
   }
-  be.check_launch("act_quant_warp_kernel");
 }
 
 void enqueue_product(CudaBackend& be, const ProductArgs& a) {
@@ -612,17 +721,39 @@ void enqueue_product(CudaBackend& be, const ProductArgs& a) {
   const int64_t groups = (a.rows + tile - 1) / tile;
   const dim3 grid(static_cast<unsigned>(blocks_for(a.out, kProductWarps)),
                   static_cast<unsigned>(groups < kMaxGridY ? groups : kMaxGridY));
+  // One activation row of float weights with long aligned rows: a CTA per output row (above).
+  const bool long_row = a.rows == 1 && a.ids == nullptr && a.act_group_rows == 0 && a.in >= kLongStage && a.in % kLongStage == 0 &&
+                        reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.w_row_bytes % 16 == 0 &&
+                        reinterpret_cast<uintptr_t>(a.act) % 16 == 0 && a.out <= INT32_MAX;
   const bool known = dispatch_type(a.type, [&](auto ops) {
+    if constexpr (decltype(ops)::kLanes == 0) {
+      if (long_row) {
+        be.launch("product_long_row_kernel", product_long_row_kernel<decltype(ops)>, static_cast<unsigned>(a.out),
+                  kLongThreads, 0, a);
+        return;
+      }
+    }
+    if constexpr (decltype(ops)::kLanes > 0) {
+      // Few output rows of one activation row: split each row over several warps (above) so that at
+      // least ~32 warps per SM stream the weights, as far as the row's chunks allow.
+      const int64_t per_chunk = decltype(ops)::kLanes == 1 ? 32 : 32 / decltype(ops)::kLanes;
+      const int64_t nb = a.in / decltype(ops)::kBlock, chunks = (nb + per_chunk - 1) / per_chunk;
+      int split = 1;
+      while (split < kProductWarps && split * 2 <= chunks && a.out * split < 32 * be.sm_count()) split *= 2;
+      if (a.rows == 1 && a.ids == nullptr && split > 1 && nb <= kSplitMaxBlocks) {
+        const unsigned g = static_cast<unsigned>(blocks_for(a.out, kProductWarps / split));
+        if (split == 2) be.launch("product_split_kernel<2>", product_split_kernel<decltype(ops), 2>, g, 32 * kProductWarps, 0, a);
+        else if (split == 4) be.launch("product_split_kernel<4>", product_split_kernel<decltype(ops), 4>, g, 32 * kProductWarps, 0, a);
+        else be.launch("product_split_kernel<8>", product_split_kernel<decltype(ops), 8>, g, 32 * kProductWarps, 0, a);
+        return;
+      }
+    }
     if (tiled)
-      product_kernel<decltype(ops), kProductTile><<<grid, 32 * kProductWarps, 0, be.stream()>>>(a);
+      be.launch("product_kernel (tiled)", product_kernel<decltype(ops), kProductTile>, grid, 32 * kProductWarps, 0, a);
     else
-      product_kernel<decltype(ops), 1><<<grid, 32 * kProductWarps, 0, be.stream()>>>(a);
+      be.launch("product_kernel", product_kernel<decltype(ops), 1>, grid, 32 * kProductWarps, 0, a);
   });
-  if (!known) {
-    be.fail(unsupported("matmul: no CUDA kernels for type " + std::string(tensor_type_name(a.type))));
-    return;
-  }
-  be.check_launch("product_kernel");
+  if (!known) be.fail(unsupported("matmul: no CUDA kernels for type " + std::string(tensor_type_name(a.type))));
 }
 
 void enqueue_dequantize_rows(CudaBackend& be, TensorType type, const void* src, int64_t row_bytes, int64_t n,
@@ -637,18 +768,17 @@ void enqueue_dequantize_rows(CudaBackend& be, TensorType type, const void* src, 
     return;
   }
   if (rows <= 0 || n <= 0) return;
-  auto launch = [&](auto ops) {
+  auto enqueue = [&](auto ops) {
     using Ops = decltype(ops);
     const int64_t items = rows * (n / Ops::kBlock);
-    dequantize_rows_kernel<Ops><<<static_cast<unsigned>(blocks_for(items, kThreads)), kThreads, 0, be.stream()>>>(
-        static_cast<const uint8_t*>(src), row_bytes, n, rows, dst);
+    be.launch("dequantize_rows_kernel", dequantize_rows_kernel<Ops>, static_cast<unsigned>(blocks_for(items, kThreads)),
+              kThreads, 0, static_cast<const uint8_t*>(src), row_bytes, n, rows, dst);
   };
   if (type == TensorType::kI32) {
-    launch(I32Ops{});
+    enqueue(I32Ops{});
   } else {
-    dispatch_type(type, launch);
+    dispatch_type(type, enqueue);
   }
-  be.check_launch("dequantize_rows_kernel");
 }
 
 // --- CudaBackend ops --------------------------------------------------------------------------------------
@@ -674,18 +804,17 @@ void CudaBackend::embed(const Tensor& table, const Tensor& tokens, int64_t copie
   const auto* tok = static_cast<const int32_t*>(tokens.data);
   float* o = static_cast<float*>(out.data);
   const int64_t os = out.nb[1] / 4;
-  auto launch = [&](auto ops) {
+  auto enqueue = [&](auto ops) {
     using Ops = decltype(ops);
     const int64_t items = n * (D / Ops::kBlock);
-    embed_kernel<Ops><<<static_cast<unsigned>(blocks_for(items, kThreads)), kThreads, 0, stream()>>>(
-        tab, table.nb[1], vocab, D, tok, n, copies, o, os);
+    launch("embed_kernel", embed_kernel<Ops>, static_cast<unsigned>(blocks_for(items, kThreads)), kThreads, 0, tab,
+           table.nb[1], vocab, D, tok, n, copies, o, os);
   };
   if (table.type == TensorType::kI32) {
-    launch(I32Ops{});
+    enqueue(I32Ops{});
   } else {
-    dispatch_type(table.type, launch);
+    dispatch_type(table.type, enqueue);
   }
-  check_launch("embed_kernel");
 }
 
 namespace {
@@ -731,6 +860,79 @@ void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
   if (total > 0) {
     scratch = static_cast<uint8_t*>(grow(act_scratch, total));
     if (scratch == nullptr) return;
+  }
+  // Jobs reading column slices of the same activation rows at block-aligned offsets (the grouped
+  // output projection: 8 slices of one row) share one quantization of the span they cover: each block
+  // is quantized alone, so a block's bits do not depend on the row around it.
+  if (jobs.size() >= 2) {
+    const backend::MatmulJob& j0 = jobs[0];
+    const ActFormat f = act_format(j0.w.type);
+    const int64_t blk = act_block(f), rows = j0.x.ne[1], stride = j0.x.nb[1];
+    bool span = f != ActFormat::kF32 && rows > 0 && stride % 4 == 0;
+    int64_t lo = 0, hi = 0;
+    bool distinct = false;
+    for (const backend::MatmulJob& j : jobs) {
+      if (!span) break;
+      const int64_t off = (static_cast<const char*>(j.x.data) - static_cast<const char*>(j0.x.data)) / 4;
+      span = act_format(j.w.type) == f && j.x.ne[1] == rows && j.x.nb[1] == stride &&
+             (static_cast<const char*>(j.x.data) - static_cast<const char*>(j0.x.data)) % 4 == 0 && off % blk == 0;
+      distinct = distinct || off != 0;
+      lo = std::min(lo, off);
+      hi = std::max(hi, off + j.w.ne[0]);
+    }
+    if (span && distinct && hi - lo <= stride / 4 && (hi - lo) % blk == 0) {
+      const int64_t n = hi - lo, row_bytes = act_row_bytes(f, n);
+      const int64_t cap = std::max(rows, bounds().tokens);
+      auto* scratch = static_cast<uint8_t*>(grow(act_scratch, align256(row_bytes * cap)));
+      if (scratch == nullptr) return;
+      const float* base = static_cast<const float*>(j0.x.data) + lo;
+      enqueue_act_quant(*this, f, base, stride / 4, rows, n, scratch);
+      // Groups of one weight (job k: rows [k·R, (k+1)·R) of it, x columns [k·in, (k+1)·in), y columns
+      // [k·R, (k+1)·R)): one product over all G·R rows, row o reading activation group o / R.
+      const int64_t R = j0.w.ne[1], in = j0.w.ne[0], G = static_cast<int64_t>(jobs.size());
+      bool grouped = lo == 0 && j0.w.contiguous_rows() && j0.y.nb[1] % 4 == 0;
+      for (int64_t k = 0; k < G && grouped; ++k) {
+        const backend::MatmulJob& j = jobs[static_cast<size_t>(k)];
+        grouped = j.w.type == j0.w.type && j.w.ne[0] == in && j.w.ne[1] == R && j.w.nb[1] == j0.w.nb[1] &&
+                  static_cast<const char*>(j.w.data) == static_cast<const char*>(j0.w.data) + k * R * j0.w.nb[1] &&
+                  static_cast<const char*>(j.x.data) == static_cast<const char*>(j0.x.data) + k * in * 4 &&
+                  static_cast<const char*>(j.y.data) == static_cast<const char*>(j0.y.data) + k * R * 4 &&
+                  j.y.nb[1] == j0.y.nb[1] && in % blk == 0;
+      }
+      if (grouped) {
+        ProductArgs a;
+        a.type = j0.w.type;
+        a.w = j0.w.data;
+        a.w_row_bytes = j0.w.nb[1];
+        a.in = in;
+        a.out = G * R;
+        a.rows = rows;
+        a.y = static_cast<float*>(j0.y.data);
+        a.y_stride = j0.y.nb[1] / 4;
+        a.act = scratch;
+        a.act_stride = row_bytes;
+        a.act_group_rows = R;
+        a.act_group_bytes = in / blk * act_row_bytes(f, blk);
+        enqueue_product(*this, a);
+        return;
+      }
+      for (const backend::MatmulJob& j : jobs) {
+        const int64_t off = (static_cast<const char*>(j.x.data) - static_cast<const char*>(j0.x.data)) / 4 - lo;
+        ProductArgs a;
+        a.type = j.w.type;
+        a.w = j.w.data;
+        a.w_row_bytes = j.w.nb[1];
+        a.in = j.w.ne[0];
+        a.out = j.w.ne[1];
+        a.rows = rows;
+        a.y = static_cast<float*>(j.y.data);
+        a.y_stride = j.y.nb[1] / 4;
+        a.act = scratch + off / blk * act_row_bytes(f, blk);
+        a.act_stride = row_bytes;
+        enqueue_product(*this, a);
+      }
+      return;
+    }
   }
   struct Region {
     const void* x;

@@ -59,6 +59,9 @@ struct ProductArgs {
   const void* act = nullptr;
   int64_t act_stride = 0;  // bytes
   int64_t act_div = 1;
+  // Grouped products (act_group_rows > 0): output row o reads its activation row
+  // act_group_bytes · (o / act_group_rows) bytes further (the grouped output projection as one product).
+  int64_t act_group_rows = 0, act_group_bytes = 0;
   int64_t rows = 0;
   float* y = nullptr;
   int64_t y_stride = 0;  // floats

@@ -210,8 +210,7 @@ void CudaBackend::route(const backend::RouteArgs& r) {
                           std::to_string(kRouteMaxE)));
     return;
   }
-  route_kernel<<<static_cast<unsigned>(n), kRouteThreads, 0, stream()>>>(k);
-  check_launch("route_kernel");
+  launch("route_kernel", route_kernel, static_cast<unsigned>(n), kRouteThreads, 0, k);
 }
 
 void CudaBackend::moe(const backend::MoeArgs& m) {
@@ -352,8 +351,7 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
     routed(m.up_exps, D, I, act, stride, K, U);
     // 3. h = swiglu_clamp in place of G, quantized per pair.
     if (nk * I > 0) {
-      swiglu_kernel<<<grid_for(nk * I), kThreads, 0, stream()>>>(G, U, nk * I, m.limit_exp, G);
-      check_launch("swiglu_kernel");
+      launch("swiglu_kernel", swiglu_kernel, grid_for(nk * I), kThreads, 0, G, U, nk * I, m.limit_exp, G);
     }
     if (fd != ActFormat::kF32) {
       enqueue_act_quant(*this, fd, G, I, nk, I, as + h_off);
@@ -375,8 +373,7 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
     x_act(fus, &act, &stride);
     dense(m.up_sh, D, Is, act, stride, Us);
     if (n * Is > 0) {
-      swiglu_kernel<<<grid_for(n * Is), kThreads, 0, stream()>>>(Gs, Us, n * Is, m.limit_sh, Gs);
-      check_launch("swiglu_kernel");
+      launch("swiglu_kernel", swiglu_kernel, grid_for(n * Is), kThreads, 0, Gs, Us, n * Is, m.limit_sh, Gs);
     }
     if (fds != ActFormat::kF32) {
       enqueue_act_quant(*this, fds, Gs, Is, n, Is, as + hs_off);
@@ -399,8 +396,7 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
   c.D = D;
   c.out = static_cast<float*>(m.out.data);
   c.o_stride = m.out.nb[1] / 4;
-  combine_kernel<<<grid_for(n * D), kThreads, 0, stream()>>>(c);
-  check_launch("combine_kernel");
+  launch("combine_kernel", combine_kernel, grid_for(n * D), kThreads, 0, c);
 }
 
 }  // namespace dsv4::cuda

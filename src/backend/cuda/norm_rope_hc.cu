@@ -45,28 +45,64 @@ __global__ void rms_norm_kernel(const void* x, int64_t x_nb, const float* w, flo
     rowops::warp_rms_norm_row(row_ptr<float>(x, x_nb, r), n, w, eps, row_ptr<float>(y, y_nb, r), lane);
 }
 
-// One CTA per long row (n ≥ kRmsBlockMin): the CTA stages kRmsStage floats at a time in shared memory
-// (all loads in flight), warp 0 runs warp_dot32's lane chains over them, then every thread writes its
-// share of y. Bits of warp_rms_norm_row; a warp alone streaming 16384 floats was latency-bound.
-constexpr int kRmsStage = 2048;
+// One CTA per long row (n ≥ kRmsBlockMin). The row streams through two shared-memory stages of
+// kRmsStage floats: while warp 0 runs warp_dot32's lane chains over one stage (lane l: elements
+// l, l+32, … in order, so the bits of warp_rms_norm_row), the other warps load the next, each thread
+// with kRmsBatch loads in flight. Then every thread writes its share of y, again kRmsBatch elements
+// at a time. (A loop of one load and one store per iteration waits one memory latency per element:
+// 25 µs for a 16384-float row.)
+constexpr int kRmsStage = 4096;
+constexpr int kRmsBatch = 16;
+constexpr int kRmsThreads = 1024;  // a 16384-float row: one batch of loads or stores per thread
 constexpr int64_t kRmsBlockMin = 2048;
 
-__global__ void rms_norm_block_kernel(const void* x, int64_t x_nb, const float* w, float eps, void* y, int64_t y_nb,
-                                      int64_t rows, int64_t n) {
-  __shared__ float xs[kRmsStage];
+// dst[0, len) = src[0, len) by threads t of nthreads, kRmsBatch loads in flight per thread.
+__device__ __forceinline__ void rms_stage_load(float* dst, const float* src, int len, int t, int nthreads) {
+  for (int j0 = t; j0 < len; j0 += nthreads * kRmsBatch) {
+    float v[kRmsBatch];
+#pragma unroll
+    for (int k = 0; k < kRmsBatch; ++k) {
+      const int j = j0 + k * nthreads;
+      v[k] = j < len ? src[j] : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kRmsBatch; ++k) {
+      const int j = j0 + k * nthreads;
+      if (j < len) dst[j] = v[k];
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kRmsThreads) rms_norm_block_kernel(const void* x, int64_t x_nb, const float* w, float eps,
+                                                                  void* y, int64_t y_nb, int64_t rows, int64_t n) {
+  __shared__ float xs[2][kRmsStage];
   __shared__ float inv_s;
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nthreads = static_cast<int>(blockDim.x);
+  const int64_t stages = (n + kRmsStage - 1) / kRmsStage;
+  auto stage_len = [n](int64_t s) { return static_cast<int>(n - s * kRmsStage < kRmsStage ? n - s * kRmsStage : kRmsStage); };
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = row_ptr<float>(x, x_nb, r);
     float* yr = row_ptr<float>(y, y_nb, r);
+    rms_stage_load(xs[0], xr, stage_len(0), tid, nthreads);
+    __syncthreads();
     float p = 0.0f;
-    for (int64_t c0 = 0; c0 < n; c0 += kRmsStage) {
-      const int len = static_cast<int>(n - c0 < kRmsStage ? n - c0 : kRmsStage);
-      for (int j = tid; j < len; j += blockDim.x) xs[j] = xr[c0 + j];
-      __syncthreads();
-      if (tid < 32)
-        for (int j = lane; j < len; j += 32) p = hd::fma(xs[j], xs[j], p);
-      __syncthreads();
+    for (int64_t s = 0; s < stages; ++s) {
+      if (tid < 32) {
+        const float* b = xs[s & 1];
+        const int len = stage_len(s);
+        int j = lane;
+        for (; j + 32 * (kRmsBatch - 1) < len; j += 32 * kRmsBatch) {
+          float v[kRmsBatch];
+#pragma unroll
+          for (int k = 0; k < kRmsBatch; ++k) v[k] = b[j + 32 * k];
+#pragma unroll
+          for (int k = 0; k < kRmsBatch; ++k) p = hd::fma(v[k], v[k], p);
+        }
+        for (; j < len; j += 32) p = hd::fma(b[j], b[j], p);
+      } else if (s + 1 < stages) {
+        rms_stage_load(xs[(s + 1) & 1], xr + (s + 1) * kRmsStage, stage_len(s + 1), tid - 32, nthreads - 32);
+      }
+      __syncthreads();  // the stage read by the chains is the next one the loaders write
     }
     if (tid < 32) {
       const float ss = rowops::warp_tree(p);
@@ -74,10 +110,20 @@ __global__ void rms_norm_block_kernel(const void* x, int64_t x_nb, const float* 
     }
     __syncthreads();
     const float inv = inv_s;
-    if (w != nullptr) {
-      for (int64_t i = tid; i < n; i += blockDim.x) yr[i] = (xr[i] * inv) * w[i];
-    } else {
-      for (int64_t i = tid; i < n; i += blockDim.x) yr[i] = xr[i] * inv;
+    // y may alias x: each element is read and written by the same thread.
+    for (int64_t i0 = tid; i0 < n; i0 += static_cast<int64_t>(nthreads) * kRmsBatch) {
+      float xv[kRmsBatch], wv[kRmsBatch];
+#pragma unroll
+      for (int k = 0; k < kRmsBatch; ++k) {
+        const int64_t i = i0 + static_cast<int64_t>(k) * nthreads;
+        xv[k] = i < n ? xr[i] : 0.0f;
+        wv[k] = i < n && w != nullptr ? w[i] : 1.0f;
+      }
+#pragma unroll
+      for (int k = 0; k < kRmsBatch; ++k) {
+        const int64_t i = i0 + static_cast<int64_t>(k) * nthreads;
+        if (i < n) yr[i] = w != nullptr ? (xv[k] * inv) * wv[k] : xv[k] * inv;
+      }
     }
     __syncthreads();  // inv_s and xs are reused by the next row
   }
@@ -229,13 +275,12 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Te
   if (rows <= 0) return;
   const float* wp = w.valid() ? static_cast<const float*>(w.data) : nullptr;
   if (n >= kRmsBlockMin) {
-    rms_norm_block_kernel<<<grid_for(rows, 1), kThreads, 0, stream()>>>(x.data, x.nb[1], wp, eps, y.data, y.nb[1], rows, n);
-    check_launch("rms_norm_block_kernel");
+    launch("rms_norm_block_kernel", rms_norm_block_kernel, grid_for(rows, 1), kRmsThreads, 0, x.data, x.nb[1], wp, eps,
+           y.data, y.nb[1], rows, n);
     return;
   }
-  rms_norm_kernel<<<grid_for(rows, kWarpsPerBlock), kThreads, 0, stream()>>>(x.data, x.nb[1], wp, eps, y.data, y.nb[1],
-                                                                            rows, n);
-  check_launch("rms_norm_kernel");
+  launch("rms_norm_kernel", rms_norm_kernel, grid_for(rows, kWarpsPerBlock), kThreads, 0, x.data, x.nb[1], wp, eps,
+         y.data, y.nb[1], rows, n);
 }
 
 void CudaBackend::rope(const Tensor& x, int64_t rows_per_pos, int64_t p0, int64_t n_rot, const Tensor& freqs,
@@ -248,9 +293,8 @@ void CudaBackend::rope(const Tensor& x, int64_t rows_per_pos, int64_t p0, int64_
   }
   const int64_t rows = x.rows();
   if (rows <= 0 || n_rot == 0) return;
-  rope_kernel<<<grid_for(rows * (n_rot / 2), kThreads), kThreads, 0, stream()>>>(
-      x.data, x.nb[1], rows, x.ne[0], rows_per_pos, p0, 1, n_rot, static_cast<const float*>(freqs.data), inverse);
-  check_launch("rope_kernel");
+  launch("rope_kernel", rope_kernel, grid_for(rows * (n_rot / 2), kThreads), kThreads, 0, x.data, x.nb[1], rows,
+         x.ne[0], rows_per_pos, p0, 1, n_rot, static_cast<const float*>(freqs.data), inverse);
 }
 
 // --- HC mixing ------------------------------------------------------------------------------------
@@ -269,19 +313,16 @@ void CudaBackend::hc_pre(const Tensor& mix_t, const Tensor& scale_t, const Tenso
   const float* scale3 = static_cast<const float*>(scale_t.data);
   const float* base = static_cast<const float*>(base_t.data);
   if (hc * hc <= 32) {
-    hc_pre_mix_warp_kernel<<<grid_for(n, kWarpsPerBlock), kThreads, 0, stream()>>>(
-        mix_t.data, mix_t.nb[1], scale3, base, eps, iters, n, static_cast<int>(hc), post.data, post.nb[1], comb.data,
-        comb.nb[1]);
-    check_launch("hc_pre_mix_warp_kernel");
+    launch("hc_pre_mix_warp_kernel", hc_pre_mix_warp_kernel, grid_for(n, kWarpsPerBlock), kThreads, 0, mix_t.data,
+           mix_t.nb[1], scale3, base, eps, iters, n, static_cast<int>(hc), post.data, post.nb[1], comb.data,
+           comb.nb[1]);
   } else {
-    hc_pre_mix_kernel<<<grid_for(n, 64), 64, 0, stream()>>>(mix_t.data, mix_t.nb[1], scale3, base, eps, iters, n, hc,
-                                                            post.data, post.nb[1], comb.data, comb.nb[1]);
-    check_launch("hc_pre_mix_kernel");
+    launch("hc_pre_mix_kernel", hc_pre_mix_kernel, grid_for(n, 64), 64, 0, mix_t.data, mix_t.nb[1], scale3, base, eps,
+           iters, n, hc, post.data, post.nb[1], comb.data, comb.nb[1]);
   }
   if (D <= 0) return;
-  hc_collapse_kernel<<<grid_for(n * D, kThreads), kThreads, 0, stream()>>>(mix_t.data, mix_t.nb[1], scale3, base, eps,
-                                                                          X.data, X.nb[1], n, hc, D, x.data, x.nb[1]);
-  check_launch("hc_collapse_kernel (hc_pre)");
+  launch("hc_collapse_kernel (hc_pre)", hc_collapse_kernel, grid_for(n * D, kThreads), kThreads, 0, mix_t.data,
+         mix_t.nb[1], scale3, base, eps, X.data, X.nb[1], n, hc, D, x.data, x.nb[1]);
 }
 
 void CudaBackend::hc_post(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
@@ -294,10 +335,8 @@ void CudaBackend::hc_post(const Tensor& X, const Tensor& y, const Tensor& post, 
     return;
   }
   if (n <= 0 || hc <= 0 || D <= 0) return;
-  hc_post_kernel<<<grid_for(n * hc * D, kThreads), kThreads, 0, stream()>>>(X.data, X.nb[1], y.data, y.nb[1], post.data,
-                                                                           post.nb[1], comb.data, comb.nb[1], n, hc, D,
-                                                                           X_out.data, X_out.nb[1]);
-  check_launch("hc_post_kernel");
+  launch("hc_post_kernel", hc_post_kernel, grid_for(n * hc * D, kThreads), kThreads, 0, X.data, X.nb[1], y.data,
+         y.nb[1], post.data, post.nb[1], comb.data, comb.nb[1], n, hc, D, X_out.data, X_out.nb[1]);
 }
 
 void CudaBackend::hc_head(const Tensor& mix, const Tensor& scale, const Tensor& base, float eps, const Tensor& X,
@@ -308,10 +347,9 @@ void CudaBackend::hc_head(const Tensor& mix, const Tensor& scale, const Tensor& 
     return;
   }
   if (n <= 0 || D <= 0) return;
-  hc_collapse_kernel<<<grid_for(n * D, kThreads), kThreads, 0, stream()>>>(
-      mix.data, mix.nb[1], static_cast<const float*>(scale.data), static_cast<const float*>(base.data), eps, X.data,
-      X.nb[1], n, hc, D, y.data, y.nb[1]);
-  check_launch("hc_collapse_kernel (hc_head)");
+  launch("hc_collapse_kernel (hc_head)", hc_collapse_kernel, grid_for(n * D, kThreads), kThreads, 0, mix.data,
+         mix.nb[1], static_cast<const float*>(scale.data), static_cast<const float*>(base.data), eps, X.data, X.nb[1],
+         n, hc, D, y.data, y.nb[1]);
 }
 
 }  // namespace dsv4::cuda

@@ -63,10 +63,22 @@ __device__ __forceinline__ void warp_rms_norm_row(const float* x, int64_t n, con
                                                   int lane) {
   const float ss = warp_dot32(x, x, n, lane);
   const float inv = hd::div(1.0f, hd::sqrt(hd::div(ss, static_cast<float>(n)) + eps));
-  if (w != nullptr) {
-    for (int64_t i = lane; i < n; i += 32) y[i] = (x[i] * inv) * w[i];
-  } else {
-    for (int64_t i = lane; i < n; i += 32) y[i] = x[i] * inv;
+  // Eight elements loaded before their stores (one memory latency per batch, not per element); y may
+  // alias x: each lane reads and writes only its own elements.
+  constexpr int kBatch = 8;
+  for (int64_t i0 = lane; i0 < n; i0 += 32 * kBatch) {
+    float xv[kBatch], wv[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int64_t i = i0 + 32 * k;
+      xv[k] = i < n ? x[i] : 0.0f;
+      wv[k] = i < n && w != nullptr ? w[i] : 1.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int64_t i = i0 + 32 * k;
+      if (i < n) y[i] = w != nullptr ? (xv[k] * inv) * wv[k] : xv[k] * inv;
+    }
   }
 }
 

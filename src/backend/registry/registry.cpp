@@ -17,13 +17,21 @@ std::unique_ptr<Backend> make_cpu(const BackendOptions& options) {
   return std::make_unique<cpu::CpuBackend>(cpu_options);
 }
 
+#if DSV4_HAVE_CUDA
+cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
+  cuda::CudaBackendOptions o;
+  o.graphs = options.cuda_graphs;
+  return o;
+}
+#endif
+
 }  // namespace
 
 Result<std::unique_ptr<Backend>> create_backend(const BackendOptions& options) {
   switch (options.kind) {
     case BackendKind::kCuda:
 #if DSV4_HAVE_CUDA
-      return cuda::create_cuda_backend(cuda::CudaBackendOptions{});
+      return cuda::create_cuda_backend(cuda_options(options));
 #else
       return unsupported(
           "--backend cuda: this dsv4 was built without the CUDA backend (configure with -DDSV4_CUDA=ON where nvcc "
@@ -31,7 +39,7 @@ Result<std::unique_ptr<Backend>> create_backend(const BackendOptions& options) {
 #endif
     case BackendKind::kAuto:
 #if DSV4_HAVE_CUDA
-      if (cuda::cuda_device_available()) return cuda::create_cuda_backend(cuda::CudaBackendOptions{});
+      if (cuda::cuda_device_available()) return cuda::create_cuda_backend(cuda_options(options));
 #endif
       return make_cpu(options);
     case BackendKind::kCpu:

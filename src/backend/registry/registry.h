@@ -16,6 +16,7 @@ struct BackendOptions {
   int threads = 0;                          // CPU worker threads; <= 0: every online CPU
   SimdLevel simd = detected_simd_level();   // highest SIMD level the CPU kernels may use
   bool amx = false;                         // AMX tiles for CPU matrix x matrix (where usable)
+  bool cuda_graphs = true;                  // CUDA: each step's kernels as one graph (same bits)
 };
 
 // kCpu: the CPU backend. kCuda: unavailable in this build (an unsupported Status that says so).

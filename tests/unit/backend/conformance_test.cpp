@@ -228,6 +228,13 @@ std::vector<MatmulCase> matmul_cases() {
     v.push_back({"x_specials", t, 2 * base, 9, 6, 0, 0, WeightGen::kRandom, 12});
     v.push_back({"extreme_weights", t, b == 1 ? 40 : 2 * base, 8, 2, 0, 0, WeightGen::kExtreme});
     if (b > 1) v.push_back({"quantized", t, 2 * b, 16, 5, 0, 0, WeightGen::kQuantized});
+    // One activation row over long rows (decode's HC mixes, router, compressor projections: a GPU
+    // streams them through a CTA per output row), aligned and not, with specials and extreme weights.
+    v.push_back({"long_row_4096", t, 4096, 24, 1});
+    v.push_back({"long_row_16384", t, 16384, 24, 1, 0, 0, WeightGen::kRandom, 9});
+    v.push_back({"long_row_extreme", t, 8192, 6, 1, 0, 0, WeightGen::kExtreme});
+    v.push_back({"long_row_x_view", t, 8192, 5, 1, 4, 2});
+    v.push_back({"long_row_unaligned_x", t, 4096, 9, 1, 3, 1});
   }
   // lucebox's ROCmFPx family (matmul only: the published DS4 files do not use it in other ops).
   for (TensorType t : {TensorType::kQ4_0_ROCMFP4, TensorType::kQ4_0_ROCMFP4_FAST, TensorType::kQ6_0_ROCMFPX,
@@ -343,6 +350,16 @@ std::vector<BatchCase> batch_cases() {
     c.shared_out = 4 * 16;
     for (int64_t g = 0; g < 4; ++g) c.jobs.push_back({t, 256, 16, 0, 3, g * 256, g * 16, -1, g * 16});
     c.y_width = 64;
+    v.push_back(c);
+  }
+  for (TensorType t : {TensorType::kQ8_0, TensorType::kQ2_K}) {
+    // The same at decode (one row) with rows long enough that a GPU splits each over several warps
+    BatchCase c{"output_groups_decode_" + tname(t), {4 * 2048}, {1}, {}};
+    c.shared_type = t;
+    c.shared_in = 2048;
+    c.shared_out = 4 * 48;
+    for (int64_t g = 0; g < 4; ++g) c.jobs.push_back({t, 2048, 48, 0, 1, g * 2048, g * 48, -1, g * 48});
+    c.y_width = 4 * 48;
     v.push_back(c);
   }
   {  // expert views of a 3-D weight, each its own token rows

@@ -276,6 +276,50 @@ TEST_P(CudaModelTest, GreedyDecodeOnDeviceEqualsCpu) {
   }
 }
 
+// Each step's kernels run as one CUDA graph by default (a cached graph replayed, the nodes whose
+// arguments changed patched); --cuda-graphs off launches them one by one. Same kernels, same bits:
+// a prompt in chunks and 40 decode steps compared bit for bit between the two (and with the CPU), and
+// the graph path really taken (decode steps mostly replay cached graphs rather than build new ones).
+TEST_P(CudaModelTest, GraphStepsEqualEagerLaunches) {
+  backend::BackendOptions o;
+  o.kind = backend::BackendKind::kCuda;
+  o.cuda_graphs = false;
+  auto eager_backend = backend::create_backend(o);
+  ASSERT_TRUE(eager_backend.ok()) << eager_backend.status().to_string();
+  auto eager_model = Model::load(model_path(GetParam()), **eager_backend);
+  ASSERT_TRUE(eager_model.ok()) << eager_model.status().to_string();
+  Session graph(*cuda_model_, 1024, 64), eager(**eager_model, 1024, 64), cpu(*cpu_model_, 1024, 64);
+  ASSERT_TRUE(graph.status().ok() && eager.status().ok() && cpu.status().ok());
+  const auto prompt = tokens(150, 9);
+  const auto lg = run(graph, prompt, 64), le = run(eager, prompt, 64), lc = run(cpu, prompt, 64);
+  EXPECT_EQ(diff(lg, le, vocab_), "") << "prefill: graph vs eager";
+  EXPECT_EQ(diff(lg, lc, vocab_), "") << "prefill: graph vs cpu";
+  const backend::LaunchStats before = cuda_->launch_stats();
+  std::vector<float> g(static_cast<size_t>(vocab_)), e(g.size()), c(g.size());
+  int32_t tok = 5;
+  constexpr int kSteps = 40;
+  for (int i = 0; i < kSteps; ++i) {
+    tok = static_cast<int32_t>((tok * 37 + 11) % vocab_);
+    const std::span<const int32_t> t(&tok, 1);
+    ASSERT_TRUE(graph.forward(t, g.data(), false).ok());
+    ASSERT_TRUE(eager.forward(t, e.data(), false).ok());
+    ASSERT_TRUE(cpu.forward(t, c.data(), false).ok());
+    EXPECT_EQ(diff(g, e, vocab_), "") << "decode step " << i << ": graph vs eager";
+    EXPECT_EQ(diff(g, c, vocab_), "") << "decode step " << i << ": graph vs cpu";
+  }
+  const backend::LaunchStats after = cuda_->launch_stats(), eager_stats = (*eager_backend)->launch_stats();
+  const int64_t launches = after.graph_launches - before.graph_launches, built = after.graphs_built - before.graphs_built;
+  std::printf("graph path, %d decode steps: %lld graph launches, %lld graphs built, %lld nodes, %lld patched\n", kSteps,
+              static_cast<long long>(launches), static_cast<long long>(built),
+              static_cast<long long>(after.nodes_launched - before.nodes_launched),
+              static_cast<long long>(after.nodes_patched - before.nodes_patched));
+  EXPECT_GE(launches, kSteps) << "every decode step should run as (at least) one graph";
+  EXPECT_LE(built, kSteps / 2) << "decode steps should mostly replay cached graphs";
+  EXPECT_EQ(after.eager_launches - before.eager_launches, 0) << "no kernel of a decode step should run outside the graph";
+  EXPECT_EQ(eager_stats.graph_launches, 0) << "--cuda-graphs off";
+  EXPECT_GT(eager_stats.eager_launches, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Mixes, CudaModelTest, ::testing::Values(Mix::kF32, Mix::kQ8_0, Mix::kQ2),
                          [](const ::testing::TestParamInfo<Mix>& i) { return mix_name(i.param); });
 

@@ -1,0 +1,185 @@
+// backend/cuda/step_graph.cu — StepGraph: pending launches run as a cached, patched CUDA graph
+// (step_graph.cuh says why and how).
+#include <algorithm>
+
+#include "backend/cuda/step_graph.cuh"
+
+namespace dsv4::cuda {
+
+namespace {
+
+// FNV-1a over the kernel functions of a sequence: the cache key (equal keys are checked in full).
+uint64_t sequence_key(const std::vector<KernelLaunch>& launches) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(launches.size());
+  for (const KernelLaunch& k : launches) mix(reinterpret_cast<uintptr_t>(k.func));
+  return h;
+}
+
+bool same_dim(const dim3& a, const dim3& b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
+
+}  // namespace
+
+StepGraph::~StepGraph() {
+  for (auto& c : cache_) destroy(*c);
+}
+
+void StepGraph::begin_launch(const void* func, dim3 grid, dim3 block, unsigned smem, const char* name) {
+  KernelLaunch k;
+  k.func = func;
+  k.grid = grid;
+  k.block = block;
+  k.smem = smem;
+  k.name = name;
+  k.arg_begin = static_cast<uint32_t>(offsets_.size());
+  k.bytes_begin = k.bytes_end = static_cast<uint32_t>(bytes_.size());
+  pending_.push_back(k);
+}
+
+void** StepGraph::params(const KernelLaunch& k) { return param_ptrs_.data() + k.arg_begin; }
+
+void StepGraph::clear() {
+  pending_.clear();
+  bytes_.clear();
+  offsets_.clear();
+  param_ptrs_.clear();
+}
+
+void StepGraph::destroy(Cached& c) {
+  // An executable graph still running is freed when it completes (cudaGraphExecDestroy's contract).
+  if (c.exec != nullptr) (void)cudaGraphExecDestroy(c.exec);
+  if (c.graph != nullptr) (void)cudaGraphDestroy(c.graph);
+  c.exec = nullptr;
+  c.graph = nullptr;
+}
+
+StepGraph::Error StepGraph::flush(cudaStream_t stream, bool graphs) {
+  if (pending_.empty()) return {};
+  // Argument pointers: the buffer no longer grows until clear().
+  param_ptrs_.resize(offsets_.size());
+  for (size_t i = 0; i < offsets_.size(); ++i) param_ptrs_[i] = bytes_.data() + offsets_[i];
+  // A lone kernel gains nothing from a graph.
+  const Error e = graphs && pending_.size() >= 2 ? run_graph(stream) : run_eager(stream);
+  clear();
+  return e;
+}
+
+StepGraph::Error StepGraph::run_eager(cudaStream_t stream) {
+  for (const KernelLaunch& k : pending_) {
+    ++stats_.eager_launches;
+    const cudaError_t err = cudaLaunchKernel(k.func, k.grid, k.block, params(k), k.smem, stream);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return {err, k.name};
+    }
+  }
+  return {};
+}
+
+StepGraph::Cached* StepGraph::build() {
+  auto c = std::make_unique<Cached>();
+  if (cudaGraphCreate(&c->graph, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  c->nodes.resize(pending_.size());
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const KernelLaunch& k = pending_[i];
+    cudaKernelNodeParams p{};
+    p.func = const_cast<void*>(k.func);
+    p.gridDim = k.grid;
+    p.blockDim = k.block;
+    p.sharedMemBytes = k.smem;
+    p.kernelParams = params(k);
+    const cudaGraphNode_t* dep = i == 0 ? nullptr : &c->nodes[i - 1];
+    if (cudaGraphAddKernelNode(&c->nodes[i], c->graph, dep, i == 0 ? 0 : 1, &p) != cudaSuccess) {
+      (void)cudaGetLastError();
+      destroy(*c);
+      return nullptr;
+    }
+  }
+  if (cudaGraphInstantiate(&c->exec, c->graph, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    destroy(*c);
+    return nullptr;
+  }
+  ++stats_.graphs_built;
+  c->key = sequence_key(pending_);
+  c->funcs.reserve(pending_.size());
+  for (const KernelLaunch& k : pending_) c->funcs.push_back(k.func);
+  c->launches = pending_;
+  c->bytes = bytes_;
+  if (cache_.size() >= kCacheSize) {
+    auto lru = std::min_element(cache_.begin(), cache_.end(),
+                                [](const auto& a, const auto& b) { return a->last_use < b->last_use; });
+    destroy(**lru);
+    cache_.erase(lru);
+  }
+  cache_.push_back(std::move(c));
+  return cache_.back().get();
+}
+
+StepGraph::Error StepGraph::run_graph(cudaStream_t stream) {
+  const uint64_t key = sequence_key(pending_);
+  Cached* hit = nullptr;
+  for (auto& c : cache_) {
+    if (c->key != key || c->funcs.size() != pending_.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < pending_.size() && same; ++i) same = c->funcs[i] == pending_[i].func;
+    if (same) {
+      hit = c.get();
+      break;
+    }
+  }
+  if (hit != nullptr) {
+    // Patch the nodes whose launch differs from what the executable graph holds.
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      const KernelLaunch& k = pending_[i];
+      const KernelLaunch& h = hit->launches[i];
+      const uint32_t len = k.bytes_end - k.bytes_begin;
+      const bool same = same_dim(k.grid, h.grid) && same_dim(k.block, h.block) && k.smem == h.smem &&
+                        len == h.bytes_end - h.bytes_begin &&
+                        std::memcmp(bytes_.data() + k.bytes_begin, hit->bytes.data() + h.bytes_begin, len) == 0;
+      if (same) continue;
+      cudaKernelNodeParams p{};
+      p.func = const_cast<void*>(k.func);
+      p.gridDim = k.grid;
+      p.blockDim = k.block;
+      p.sharedMemBytes = k.smem;
+      p.kernelParams = params(k);
+      const cudaError_t err = cudaGraphExecKernelNodeSetParams(hit->exec, hit->nodes[i], &p);
+      if (err != cudaSuccess) {
+        // The executable graph may now hold some of this step's parameters: forget it.
+        (void)cudaGetLastError();
+        destroy(*hit);
+        cache_.erase(std::find_if(cache_.begin(), cache_.end(), [hit](const auto& c) { return c.get() == hit; }));
+        return {err, k.name};
+      }
+      ++stats_.nodes_patched;
+    }
+    hit->launches = pending_;
+    hit->bytes = bytes_;
+  } else {
+    hit = build();
+    // CUDA refused the graph (a launch configuration it rejects): launch one by one, which names the
+    // kernel in the error.
+    if (hit == nullptr) return run_eager(stream);
+  }
+  hit->last_use = ++clock_;
+  ++stats_.graph_launches;
+  stats_.nodes_launched += static_cast<int64_t>(pending_.size());
+  const cudaError_t err = cudaGraphLaunch(hit->exec, stream);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {err, "cudaGraphLaunch"};
+  }
+  return {};
+}
+
+}  // namespace dsv4::cuda
