@@ -372,7 +372,7 @@ constexpr int kProductWarps = 8;   // output rows per CTA
 constexpr int kProductTile = 8;    // activation rows per warp (dense products)
 
 template <typename Ops, int kTile>
-__device__ void product_rows(const ProductArgs& a, const uint8_t* w, int64_t r0, int nt, int64_t o, int lane) {
+__device__ void product_rows(const ProductArgs& a, const uint8_t* w, float* y, int64_t r0, int nt, int64_t o, int lane) {
   float p[kTile];
   for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
   const uint8_t* act[kTile];
@@ -410,7 +410,7 @@ __device__ void product_rows(const ProductArgs& a, const uint8_t* w, int64_t r0,
     if (t >= nt) break;
     float v = p[t];
     for (int s = 16; s >= 1; s >>= 1) v = v + __shfl_down_sync(0xffffffffu, v, s);
-    if (lane == 0) a.y[(r0 + t) * a.y_stride + o] = v;
+    if (lane == 0) y[(r0 + t) * a.y_stride + o] = v;
   }
 }
 
@@ -487,19 +487,21 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_kernel(ProductArgs
     product_float_rows<Ops, kTile>(a, o, warp, lane);  // every warp takes part in the staging
   } else {
     if (o >= a.out) return;  // the whole warp leaves together
+    const uint8_t* wz = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1);
+    float* yz = blockIdx.z == 0 ? a.y : a.y_z1;
     for (int64_t r0 = blockIdx.y * static_cast<int64_t>(kTile); r0 < a.rows;
          r0 += static_cast<int64_t>(gridDim.y) * kTile) {
       const int nt = static_cast<int>(a.rows - r0 < kTile ? a.rows - r0 : kTile);
-      const uint8_t* w = static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes;
+      const uint8_t* w = wz + o * a.w_row_bytes;
       if (a.ids != nullptr) {  // kTile == 1
         const int32_t e = a.ids[(r0 / a.id_k) * a.id_stride + r0 % a.id_k];
         if (e < 0 || e >= a.n_expert) {
-          if (lane == 0) a.y[r0 * a.y_stride + o] = nan_f32();
+          if (lane == 0) yz[r0 * a.y_stride + o] = nan_f32();
           continue;
         }
         w += e * a.expert_bytes;
       }
-      product_rows<Ops, kTile>(a, w, r0, nt, o, lane);
+      product_rows<Ops, kTile>(a, w, yz, r0, nt, o, lane);
     }
   }
 }
@@ -564,6 +566,62 @@ __global__ void __launch_bounds__(kLongThreads) product_long_row_kernel(ProductA
   }
 }
 
+// The same for rows that fit whole in (dynamic) shared memory (x as floats, the weight row as its raw
+// bytes): every thread issues all its loads at once, so a row costs one memory latency, then warp 0
+// runs the lane chains (weights widened from shared memory as they are used). Same bits as above.
+constexpr int64_t kWholeRowMaxBytes = 112 * 1024;
+
+template <typename Ops>
+__global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(ProductArgs a) {
+  static_assert(Ops::kLanes == 0, "float weights only");
+  extern __shared__ __align__(16) unsigned char whole_smem[];
+  float* xs = reinterpret_cast<float*>(whole_smem);
+  uint8_t* ws = whole_smem + a.in * 4;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  const int64_t o = blockIdx.x;
+  const auto* x4 = static_cast<const float4*>(a.act);
+  const auto* w4 = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes);
+  const int nx = static_cast<int>(a.in / 4), nw = static_cast<int>(a.in * Ops::kBlockBytes / 16);
+  constexpr int kBatch = 8;
+  for (int q0 = tid; q0 < nx; q0 += kLongThreads * kBatch) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (q0 + k * kLongThreads < nx) v[k] = __ldg(x4 + q0 + k * kLongThreads);
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (q0 + k * kLongThreads < nx) reinterpret_cast<float4*>(xs)[q0 + k * kLongThreads] = v[k];
+  }
+  for (int q0 = tid; q0 < nw; q0 += kLongThreads * kBatch) {
+    uint4 v[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (q0 + k * kLongThreads < nw) v[k] = __ldcs(w4 + q0 + k * kLongThreads);
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (q0 + k * kLongThreads < nw) reinterpret_cast<uint4*>(ws)[q0 + k * kLongThreads] = v[k];
+  }
+  __syncthreads();
+  if (tid >= 32) return;
+  const int n = static_cast<int>(a.in);
+  float p = 0.0f;
+  constexpr int kChain = 16;
+  int j = lane;
+  for (; j + 32 * (kChain - 1) < n; j += 32 * kChain) {
+    float wv[kChain], xv[kChain];
+#pragma unroll
+    for (int k = 0; k < kChain; ++k) {
+      wv[k] = Ops::load(ws, j + 32 * k);
+      xv[k] = xs[j + 32 * k];
+    }
+#pragma unroll
+    for (int k = 0; k < kChain; ++k) p = hd::fma(wv[k], xv[k], p);
+  }
+  for (; j < n; j += 32) p = hd::fma(Ops::load(ws, j), xs[j], p);
+  for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
+  if (lane == 0) a.y[o] = p;
+}
+
 // One activation row × quantized weights with few output rows (decode's q_a, kv, W_oa groups, W_ob, the
 // shared expert): kSplit warps share an output row so that enough warps stream the weights. Warp `part`
 // of a row computes the block values of chunks part, part + kSplit, … (a chunk = the 32 blocks one
@@ -586,7 +644,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
   const uint8_t* act =
       static_cast<const uint8_t*>(a.act) + (a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0);
   if (o < a.out) {
-    const uint8_t* w = static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes;
+    const uint8_t* w = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1) + o * a.w_row_bytes;
     if constexpr (Ops::kLanes == 1) {
 #pragma unroll 4
       for (int64_t b = 32 * part + lane; b < nb; b += 32 * kSplit)
@@ -609,7 +667,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
   float p = 0.0f;
   for (int64_t b = lane; b < nb; b += 32) p = p + vals[slot][b];
   for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
-  if (lane == 0) a.y[o] = p;
+  if (lane == 0) (blockIdx.z == 0 ? a.y : a.y_z1)[o] = p;
 }
 
 // --- embed ---------------------------------------------------------------------------------------------
@@ -716,17 +774,38 @@ void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_
 
 void enqueue_product(CudaBackend& be, const ProductArgs& a) {
   if (a.rows <= 0 || a.out <= 0) return;
+  const bool pair = a.w_z1 != nullptr;
+  if (pair && act_format(a.type) == ActFormat::kF32) {  // float weights: the two products one after the other
+    ProductArgs first = a, second = a;
+    first.w_z1 = second.w_z1 = nullptr;
+    first.y_z1 = second.y_z1 = nullptr;
+    second.w = a.w_z1;
+    second.y = a.y_z1;
+    enqueue_product(be, first);
+    enqueue_product(be, second);
+    return;
+  }
   const bool tiled = a.ids == nullptr && a.rows > 1;
   const int64_t tile = tiled ? kProductTile : 1;
   const int64_t groups = (a.rows + tile - 1) / tile;
   const dim3 grid(static_cast<unsigned>(blocks_for(a.out, kProductWarps)),
-                  static_cast<unsigned>(groups < kMaxGridY ? groups : kMaxGridY));
+                  static_cast<unsigned>(groups < kMaxGridY ? groups : kMaxGridY), pair ? 2u : 1u);
   // One activation row of float weights with long aligned rows: a CTA per output row (above).
   const bool long_row = a.rows == 1 && a.ids == nullptr && a.act_group_rows == 0 && a.in >= kLongStage && a.in % kLongStage == 0 &&
                         reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.w_row_bytes % 16 == 0 &&
                         reinterpret_cast<uintptr_t>(a.act) % 16 == 0 && a.out <= INT32_MAX;
   const bool known = dispatch_type(a.type, [&](auto ops) {
     if constexpr (decltype(ops)::kLanes == 0) {
+      using Ops = decltype(ops);
+      const int64_t whole_bytes = a.in * (4 + Ops::kBlockBytes);
+      if (long_row && whole_bytes <= kWholeRowMaxBytes) {
+        static const cudaError_t attr = cudaFuncSetAttribute(
+            product_whole_row_kernel<Ops>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWholeRowMaxBytes));
+        if (attr != cudaSuccess) return be.check(attr, "cudaFuncSetAttribute (product_whole_row_kernel)");
+        be.launch("product_whole_row_kernel", product_whole_row_kernel<Ops>, static_cast<unsigned>(a.out), kLongThreads,
+                  static_cast<size_t>(whole_bytes), a);
+        return;
+      }
       if (long_row) {
         be.launch("product_long_row_kernel", product_long_row_kernel<decltype(ops)>, static_cast<unsigned>(a.out),
                   kLongThreads, 0, a);
@@ -741,7 +820,7 @@ void enqueue_product(CudaBackend& be, const ProductArgs& a) {
       int split = 1;
       while (split < kProductWarps && split * 2 <= chunks && a.out * split < 32 * be.sm_count()) split *= 2;
       if (a.rows == 1 && a.ids == nullptr && split > 1 && nb <= kSplitMaxBlocks) {
-        const unsigned g = static_cast<unsigned>(blocks_for(a.out, kProductWarps / split));
+        const dim3 g(static_cast<unsigned>(blocks_for(a.out, kProductWarps / split)), 1u, pair ? 2u : 1u);
         if (split == 2) be.launch("product_split_kernel<2>", product_split_kernel<decltype(ops), 2>, g, 32 * kProductWarps, 0, a);
         else if (split == 4) be.launch("product_split_kernel<4>", product_split_kernel<decltype(ops), 4>, g, 32 * kProductWarps, 0, a);
         else be.launch("product_split_kernel<8>", product_split_kernel<decltype(ops), 8>, g, 32 * kProductWarps, 0, a);

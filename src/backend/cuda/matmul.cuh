@@ -62,6 +62,10 @@ struct ProductArgs {
   // Grouped products (act_group_rows > 0): output row o reads its activation row
   // act_group_bytes · (o / act_group_rows) bytes further (the grouped output projection as one product).
   int64_t act_group_rows = 0, act_group_bytes = 0;
+  // A second product of the same shape, type, activations and expert ids in the same launch (moe's gate
+  // and up): grid z = 1 reads weight w_z1 and writes y_z1 (quantized weights only; else two launches).
+  const void* w_z1 = nullptr;
+  float* y_z1 = nullptr;
   int64_t rows = 0;
   float* y = nullptr;
   int64_t y_stride = 0;  // floats

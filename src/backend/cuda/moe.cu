@@ -305,8 +305,12 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
   };
 
   // A routed product over the n·K pairs: weight rows of expert ids[t][k].
+  // Gate and up share one launch when they are the same kind of weight (type, row and expert strides).
+  auto pair_ok = [](const Tensor& g, const Tensor& u) {
+    return g.type == u.type && g.nb[1] == u.nb[1] && g.nb[2] == u.nb[2] && g.ne[0] == u.ne[0] && g.ne[1] == u.ne[1];
+  };
   auto routed = [&](const Tensor& w, int64_t in, int64_t out, const void* act, int64_t act_stride, int64_t act_div,
-                    float* y) {
+                    float* y, const Tensor* w2 = nullptr, float* y2 = nullptr) {
     ProductArgs a;
     a.type = w.type;
     a.w = w.data;
@@ -324,9 +328,14 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
     a.rows = nk;
     a.y = y;
     a.y_stride = out;
+    if (w2 != nullptr) {
+      a.w_z1 = w2->data;
+      a.y_z1 = y2;
+    }
     enqueue_product(*this, a);
   };
-  auto dense = [&](const Tensor& w, int64_t in, int64_t out, const void* act, int64_t act_stride, float* y) {
+  auto dense = [&](const Tensor& w, int64_t in, int64_t out, const void* act, int64_t act_stride, float* y,
+                   const Tensor* w2 = nullptr, float* y2 = nullptr) {
     ProductArgs a;
     a.type = w.type;
     a.w = w.data;
@@ -338,6 +347,10 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
     a.rows = n;
     a.y = y;
     a.y_stride = out;
+    if (w2 != nullptr) {
+      a.w_z1 = w2->data;
+      a.y_z1 = y2;
+    }
     enqueue_product(*this, a);
   };
 
@@ -346,9 +359,13 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
     const void* act;
     int64_t stride;
     x_act(fg, &act, &stride);
-    routed(m.gate_exps, D, I, act, stride, K, G);
-    x_act(fu, &act, &stride);
-    routed(m.up_exps, D, I, act, stride, K, U);
+    if (pair_ok(m.gate_exps, m.up_exps)) {  // gate and up in one launch
+      routed(m.gate_exps, D, I, act, stride, K, G, &m.up_exps, U);
+    } else {
+      routed(m.gate_exps, D, I, act, stride, K, G);
+      x_act(fu, &act, &stride);
+      routed(m.up_exps, D, I, act, stride, K, U);
+    }
     // 3. h = swiglu_clamp in place of G, quantized per pair.
     if (nk * I > 0) {
       launch("swiglu_kernel", swiglu_kernel, grid_for(nk * I), kThreads, 0, G, U, nk * I, m.limit_exp, G);
@@ -369,9 +386,13 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
     const void* act;
     int64_t stride;
     x_act(fgs, &act, &stride);
-    dense(m.gate_sh, D, Is, act, stride, Gs);
-    x_act(fus, &act, &stride);
-    dense(m.up_sh, D, Is, act, stride, Us);
+    if (pair_ok(m.gate_sh, m.up_sh)) {
+      dense(m.gate_sh, D, Is, act, stride, Gs, &m.up_sh, Us);
+    } else {
+      dense(m.gate_sh, D, Is, act, stride, Gs);
+      x_act(fus, &act, &stride);
+      dense(m.up_sh, D, Is, act, stride, Us);
+    }
     if (n * Is > 0) {
       launch("swiglu_kernel", swiglu_kernel, grid_for(n * Is), kThreads, 0, Gs, Us, n * Is, m.limit_sh, Gs);
     }

@@ -129,6 +129,56 @@ __global__ void __launch_bounds__(kRmsThreads) rms_norm_block_kernel(const void*
   }
 }
 
+// A row of up to kRmsWholeMax floats held whole in (dynamic) shared memory by one CTA of kRmsThreads:
+// every thread issues all its loads at once (one memory latency for the row), warp 0 runs the lane
+// chains from shared memory, then y is written from the shared copy. Bits of warp_rms_norm_row.
+constexpr int64_t kRmsWholeMax = 16384;
+
+__global__ void __launch_bounds__(kRmsThreads) rms_norm_whole_kernel(const void* x, int64_t x_nb, const float* w,
+                                                                     float eps, void* y, int64_t y_nb, int64_t rows,
+                                                                     int64_t n) {
+  extern __shared__ __align__(16) float row[];
+  __shared__ float inv_s;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nthreads = static_cast<int>(blockDim.x);
+  const int len = static_cast<int>(n);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = row_ptr<float>(x, x_nb, r);
+    float* yr = row_ptr<float>(y, y_nb, r);
+    rms_stage_load(row, xr, len, tid, nthreads);
+    __syncthreads();
+    if (tid < 32) {
+      float p = 0.0f;
+      int j = lane;
+      for (; j + 32 * (kRmsBatch - 1) < len; j += 32 * kRmsBatch) {
+        float v[kRmsBatch];
+#pragma unroll
+        for (int k = 0; k < kRmsBatch; ++k) v[k] = row[j + 32 * k];
+#pragma unroll
+        for (int k = 0; k < kRmsBatch; ++k) p = hd::fma(v[k], v[k], p);
+      }
+      for (; j < len; j += 32) p = hd::fma(row[j], row[j], p);
+      const float ss = rowops::warp_tree(p);
+      if (lane == 0) inv_s = hd::div(1.0f, hd::sqrt(hd::div(ss, static_cast<float>(n)) + eps));
+    }
+    __syncthreads();
+    const float inv = inv_s;
+    for (int i0 = tid; i0 < len; i0 += nthreads * kRmsBatch) {
+      float wv[kRmsBatch];
+#pragma unroll
+      for (int k = 0; k < kRmsBatch; ++k) {
+        const int i = i0 + k * nthreads;
+        wv[k] = i < len && w != nullptr ? w[i] : 1.0f;
+      }
+#pragma unroll
+      for (int k = 0; k < kRmsBatch; ++k) {
+        const int i = i0 + k * nthreads;
+        if (i < len) yr[i] = w != nullptr ? (row[i] * inv) * wv[k] : row[i] * inv;
+      }
+    }
+    __syncthreads();  // row and inv_s are reused by the next row
+  }
+}
+
 // --- rope -----------------------------------------------------------------------------------------
 
 // Row r (of rows) has position pos0 + (r / rows_per_pos) · pos_step; its trailing n_rot floats rotate.
@@ -274,6 +324,16 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Te
   }
   if (rows <= 0) return;
   const float* wp = w.valid() ? static_cast<const float*>(w.data) : nullptr;
+  if (n >= kRmsBlockMin && n <= kRmsWholeMax) {
+    const size_t smem = static_cast<size_t>(n) * sizeof(float);
+    static const cudaError_t attr = cudaFuncSetAttribute(rms_norm_whole_kernel,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                         static_cast<int>(kRmsWholeMax * sizeof(float)));
+    if (attr != cudaSuccess) return check(attr, "cudaFuncSetAttribute (rms_norm_whole_kernel)");
+    launch("rms_norm_whole_kernel", rms_norm_whole_kernel, grid_for(rows, 1), kRmsThreads, smem, x.data, x.nb[1], wp,
+           eps, y.data, y.nb[1], rows, n);
+    return;
+  }
   if (n >= kRmsBlockMin) {
     launch("rms_norm_block_kernel", rms_norm_block_kernel, grid_for(rows, 1), kRmsThreads, 0, x.data, x.nb[1], wp, eps,
            y.data, y.nb[1], rows, n);
