@@ -220,6 +220,12 @@ struct TypeOps<TensorType::kIQ2_XXS> {
     return qdot::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a),
                               d_iq2xxs.grid, d_iq2xxs.signs, 2 * s, 2 * s + 2);
   }
+  // The same with the tables at `t` (a copy in shared memory).
+  static constexpr bool kHasTables = true;
+  __device__ static Isum part_with(const uint8_t* w, const uint8_t* a, int s, const Iq2xxsDeviceTables& t) {
+    return qdot::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a), t.grid,
+                              t.signs, 2 * s, 2 * s + 2);
+  }
   __device__ static Isum add(Isum x, Isum y) { return x + y; }
   __device__ static Isum shfl_xor(Isum x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }
   __device__ static float finish(const uint8_t* w, const uint8_t* a, Isum s) {
@@ -622,6 +628,79 @@ __global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(Product
   if (lane == 0) a.y[o] = p;
 }
 
+// Routed experts of the K/IQ types (moe's pairs: expert ids, kLanes > 1): a CTA's warps are output rows
+// of one pair, so the CTA copies that pair's activation row (and the IQ2_XXS tables) into shared memory
+// once and every warp reads them there instead of each warp re-reading them through L1. The chunk loop
+// is product_rows's (same lanes, same partial order, same bits).
+constexpr int64_t kRoutedActMax = 8192;  // activation bytes of one row held in shared memory
+
+// Whether Ops decodes through the IQ2_XXS tables (part_with).
+template <typename Ops>
+constexpr bool has_tables() {
+  if constexpr (requires { Ops::kHasTables; })
+    return Ops::kHasTables;
+  else
+    return false;
+}
+
+template <typename Ops>
+__global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(ProductArgs a) {
+  static_assert(Ops::kLanes > 1, "K/IQ types");
+  constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
+  constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
+  __shared__ __align__(16) uint8_t act_s[kRoutedActMax];
+  __shared__ Iq2xxsDeviceTables tab_s;
+  constexpr bool kTables = has_tables<Ops>();
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid / 32;
+  const int64_t o = blockIdx.x * static_cast<int64_t>(kProductWarps) + warp;
+  const int64_t nb = a.in / Ops::kBlock, act_bytes = nb * kActBytes;
+  if constexpr (kTables) {
+    for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];
+    for (int i = tid; i < 128; i += blockDim.x) tab_s.signs[i] = d_iq2xxs.signs[i];
+  }
+  const uint8_t* wz = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1);
+  float* yz = blockIdx.z == 0 ? a.y : a.y_z1;
+  for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
+    const uint8_t* src = static_cast<const uint8_t*>(a.act) + (r / a.act_div) * a.act_stride;
+    if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && act_bytes % 16 == 0) {
+      for (int64_t q = tid; q < act_bytes / 16; q += blockDim.x)
+        reinterpret_cast<uint4*>(act_s)[q] = __ldg(reinterpret_cast<const uint4*>(src) + q);
+    } else {
+      for (int64_t q = tid; q < act_bytes; q += blockDim.x) act_s[q] = src[q];
+    }
+    __syncthreads();
+    const int32_t e = a.ids[(r / a.id_k) * a.id_stride + r % a.id_k];
+    if (o < a.out) {
+      if (e < 0 || e >= a.n_expert) {
+        if (lane == 0) yz[r * a.y_stride + o] = nan_f32();
+      } else {
+        const uint8_t* w = wz + e * a.expert_bytes + o * a.w_row_bytes;
+        const int sub = lane % kL;
+        float p = 0.0f;
+        for (int64_t b0 = 0; b0 < nb; b0 += kPerChunk) {
+          const int64_t b = b0 + lane / kL;
+          const int rel = lane - static_cast<int>(b0 % 32);
+          const bool mine = rel >= 0 && rel < kPerChunk && b0 + rel < nb;
+          typename Ops::Isum is{};
+          if (b < nb) {
+            if constexpr (kTables)
+              is = Ops::part_with(w + b * Ops::kBlockBytes, act_s + b * kActBytes, sub, tab_s);
+            else
+              is = Ops::part(w + b * Ops::kBlockBytes, act_s + b * kActBytes, sub);
+          }
+          for (int m = 1; m < kL; m <<= 1) is = Ops::add(is, Ops::shfl_xor(is, m));
+          const float v = b < nb ? Ops::finish(w + b * Ops::kBlockBytes, act_s + b * kActBytes, is) : 0.0f;
+          const float vb = __shfl_sync(0xffffffffu, v, mine ? rel * kL : 0);
+          if (mine) p = p + vb;
+        }
+        for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
+        if (lane == 0) yz[r * a.y_stride + o] = p;
+      }
+    }
+    __syncthreads();  // act_s is refilled for the next pair
+  }
+}
+
 // One activation row × quantized weights with few output rows (decode's q_a, kv, W_oa groups, W_ob, the
 // shared expert): kSplit warps share an output row so that enough warps stream the weights. Warp `part`
 // of a row computes the block values of chunks part, part + kSplit, … (a chunk = the 32 blocks one
@@ -809,6 +888,13 @@ void enqueue_product(CudaBackend& be, const ProductArgs& a) {
       if (long_row) {
         be.launch("product_long_row_kernel", product_long_row_kernel<decltype(ops)>, static_cast<unsigned>(a.out),
                   kLongThreads, 0, a);
+        return;
+      }
+    }
+    if constexpr (decltype(ops)::kLanes > 1) {
+      using Ops = decltype(ops);
+      if (a.ids != nullptr && a.in / Ops::kBlock * ActOps<Ops::kAct>::kBytes <= kRoutedActMax) {
+        be.launch("product_routed_kernel", product_routed_kernel<Ops>, grid, 32 * kProductWarps, 0, a);
         return;
       }
     }
