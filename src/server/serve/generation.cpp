@@ -26,6 +26,53 @@ struct StreamState {
 
 }  // namespace
 
+// A non-streamed generation to its end: deltas go through `assembler`. Nothing is written before the
+// end, so the socket is watched (every 100 ms): a client that hangs up cancels its generation instead
+// of letting it run to max_tokens (it gets a 499 nobody reads: the log and metrics see it). An engine
+// error or unparsable model output is answered here. true: `*out` is the finished generation.
+bool Server::Impl::await_unstreamed(ApiKind kind, Job& job, Assembler& assembler, const http::Request& req,
+                                    http::Response& res, GenerationResult* out) {
+  std::vector<api::OutputEvent> ev;
+  std::vector<api::TokenLogprobInfo> lps;
+  std::string text;
+  auto next_check = std::chrono::steady_clock::now();
+  for (;;) {
+    auto msg = job.channel.pop(std::chrono::milliseconds(100));
+    if (std::chrono::steady_clock::now() >= next_check) {
+      next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      if (!req.client_connected()) {
+        job.cancelled = true;
+        api::ApiError e;
+        e.http_status = 499;
+        e.type = "client_closed_request";
+        e.message = "The client closed the connection; the generation was cancelled.";
+        send_error(kind, res, e, "");
+        return false;
+      }
+    }
+    if (!msg) continue;
+    if (auto* d = std::get_if<GenerationDelta>(&*msg)) {
+      assembler.add(*d, ev, lps, text);
+      ev.clear();
+      lps.clear();
+      continue;
+    }
+    if (auto* done = std::get_if<JobDone>(&*msg)) {
+      if (!done->result.ok()) {
+        send_error(kind, res, api::api_error_from_status(done->result.status()), "engine");
+        return false;
+      }
+      const GenerationResult& r = *done->result;
+      if (!r.output_error.ok() && r.finish != FinishReason::kLength) {
+        send_error(kind, res, output_error(r.output_error), "model_output");
+        return false;
+      }
+      *out = r;
+      return true;
+    }
+  }
+}
+
 void Server::Impl::handle_generation(ApiKind kind, const http::Request& req, http::Response& res) {
   if (rejected_form_body(kind, req, res)) return;
   PreparedRequest prep;
@@ -65,48 +112,14 @@ void Server::Impl::handle_generation(ApiKind kind, const http::Request& req, htt
 
   if (!prep.stream) {
     Assembler assembler(engine, prep, call_prefix);
-    std::vector<api::OutputEvent> ev;
-    std::vector<api::TokenLogprobInfo> lps;
-    std::string text;
-    auto next_check = std::chrono::steady_clock::now();
-    for (;;) {
-      auto msg = job->channel.pop(std::chrono::milliseconds(100));
-      if (std::chrono::steady_clock::now() >= next_check) {
-        // Nothing is written until the end, so the socket is watched (every 100 ms): a client
-        // that hangs up cancels its generation instead of letting it run to max_tokens.
-        next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-        if (!req.client_connected()) {
-          job->cancelled = true;
-          api::ApiError e;  // (never read: the client is gone; the log and metrics see a 499)
-          e.http_status = 499;
-          e.type = "client_closed_request";
-          e.message = "The client closed the connection; the generation was cancelled.";
-          return send_error(kind, res, e, "");
-        }
-      }
-      if (!msg) continue;
-      if (auto* d = std::get_if<GenerationDelta>(&*msg)) {
-        assembler.add(*d, ev, lps, text);
-        ev.clear();
-        lps.clear();
-        continue;
-      }
-      if (auto* done = std::get_if<JobDone>(&*msg)) {
-        if (!done->result.ok()) {
-          api::ApiError e = api::api_error_from_status(done->result.status());
-          return send_error(kind, res, e, "engine");
-        }
-        const GenerationResult& r = *done->result;
-        if (!r.output_error.ok() && r.finish != FinishReason::kLength)
-          return send_error(kind, res, output_error(r.output_error), "model_output");
-        const api::CompletionOutput out = assembler.finish(r);
-        std::string body = kind == ApiKind::kChat         ? api::openai_chat_response_json(meta, out, prep.logprobs)
-                           : kind == ApiKind::kCompletion ? api::openai_completion_response_json(meta, out, prep.logprobs)
-                                                          : api::anthropic_message_response_json(meta, out);
-        res.set_content(std::move(body), "application/json");
-        return;
-      }
-    }
+    GenerationResult r;
+    if (!await_unstreamed(kind, *job, assembler, req, res, &r)) return;
+    const api::CompletionOutput out = assembler.finish(r);
+    std::string body = kind == ApiKind::kChat         ? api::openai_chat_response_json(meta, out, prep.logprobs)
+                       : kind == ApiKind::kCompletion ? api::openai_completion_response_json(meta, out, prep.logprobs)
+                                                      : api::anthropic_message_response_json(meta, out);
+    res.set_content(std::move(body), "application/json");
+    return;
   }
 
   auto st = std::make_shared<StreamState>();

@@ -120,46 +120,16 @@ void Server::Impl::handle_responses(const http::Request& req, http::Response& re
 
   if (!prep.stream) {
     Assembler assembler(engine, prep, call_prefix);
-    std::vector<api::OutputEvent> ev;
-    std::vector<api::TokenLogprobInfo> lps;
-    std::string text;
-    auto next_check = std::chrono::steady_clock::now();
-    for (;;) {
-      auto msg = job->channel.pop(std::chrono::milliseconds(100));
-      if (std::chrono::steady_clock::now() >= next_check) {
-        // As on the other routes: a client that hangs up cancels its generation.
-        next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-        if (!req.client_connected()) {
-          job->cancelled = true;
-          api::ApiError e;  // (never read: the client is gone; the log and metrics see a 499)
-          e.http_status = 499;
-          e.type = "client_closed_request";
-          e.message = "The client closed the connection; the generation was cancelled.";
-          return send_error(kind, res, e, "");
-        }
-      }
-      if (!msg) continue;
-      if (auto* d = std::get_if<GenerationDelta>(&*msg)) {
-        assembler.add(*d, ev, lps, text);
-        ev.clear();
-        lps.clear();
-        continue;
-      }
-      if (auto* done = std::get_if<JobDone>(&*msg)) {
-        if (!done->result.ok()) return send_error(kind, res, api::api_error_from_status(done->result.status()), "engine");
-        const GenerationResult& g = *done->result;
-        if (!g.output_error.ok() && g.finish != FinishReason::kLength)
-          return send_error(kind, res, output_error(g.output_error), "model_output");
-        const api::CompletionOutput out = assembler.finish(g);
-        std::string body = api::responses_response_json(meta, out);
-        if (store) {
-          conversation.push_back(assistant_turn(out));
-          response_store->put({meta.id, body, std::move(conversation)});
-        }
-        res.set_content(std::move(body), "application/json");
-        return;
-      }
+    GenerationResult g;
+    if (!await_unstreamed(kind, *job, assembler, req, res, &g)) return;  // as on the other routes
+    const api::CompletionOutput out = assembler.finish(g);
+    std::string body = api::responses_response_json(meta, out);
+    if (store) {
+      conversation.push_back(assistant_turn(out));
+      response_store->put({meta.id, body, std::move(conversation)});
     }
+    res.set_content(std::move(body), "application/json");
+    return;
   }
 
   auto st = std::make_shared<ResponsesStreamState>();

@@ -10,6 +10,7 @@
 
 #include "server/api/output.h"
 #include "server/http/server.h"
+#include "server/serve/assembler.h"
 #include "server/serve/job_queue.h"
 #include "server/serve/metrics.h"
 #include "server/serve/prepare.h"
@@ -40,6 +41,9 @@ struct Server::Impl {
   void handle_response_lookup(const http::Request& req, http::Response& res, bool erase);
   void apply_replay(PreparedRequest& prep);  // --replay: the next recorded output, if any
   void send_error(ApiKind kind, http::Response& res, const api::ApiError& e, const std::string& metric_kind);
+  // Waits for a non-streamed job (generation.cpp): false when an error was answered or the client left.
+  bool await_unstreamed(ApiKind kind, Job& job, Assembler& assembler, const http::Request& req, http::Response& res,
+                        GenerationResult* out);
   std::string new_id(const char* prefix);
   std::string model_id() const;
   bool authorized(const http::Request& req) const;
