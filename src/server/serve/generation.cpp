@@ -20,8 +20,6 @@ struct StreamState {
   std::unique_ptr<api::OpenAiChatStream> chat;
   std::unique_ptr<api::OpenAiCompletionStream> completion;
   std::unique_ptr<api::AnthropicStream> anthropic;
-  bool started = false;
-  bool finished = false;
 };
 
 }  // namespace
@@ -131,64 +129,86 @@ void Server::Impl::handle_generation(ApiKind kind, const http::Request& req, htt
   if (kind == ApiKind::kCompletion)
     st->completion = std::make_unique<api::OpenAiCompletionStream>(meta, st->prep.include_usage, st->prep.logprobs);
   if (kind == ApiKind::kAnthropic) st->anthropic = std::make_unique<api::AnthropicStream>(meta);
+  StreamRender render;
+  render.begin = [st] {
+    if (st->chat) return st->chat->begin();
+    if (st->anthropic) {
+      api::Usage u;
+      u.prompt_tokens = static_cast<int64_t>(st->prep.gen.prompt.size());
+      return st->anthropic->begin(u);
+    }
+    if (st->completion && !st->prep.echo_text.empty()) return st->completion->text(st->prep.echo_text, {});
+    return std::string();
+  };
+  render.delta = [st](const std::vector<api::OutputEvent>& ev, const std::vector<api::TokenLogprobInfo>& lps,
+                      const std::string& text) {
+    if (st->chat) return st->chat->events(ev, lps);
+    if (st->completion) return st->completion->text(text, lps);
+    return st->anthropic->events(ev);
+  };
+  render.error = [st](const api::ApiError& e) {
+    return st->chat ? st->chat->error(e) : st->completion ? st->completion->error(e) : st->anthropic->error(e);
+  };
+  render.finish = [st](const api::CompletionOutput& o) {
+    return st->chat ? st->chat->finish(o) : st->completion ? st->completion->finish(o) : st->anthropic->finish(o);
+  };
+  stream_job(res, job, st->assembler.get(), st, std::move(render));
+}
+
+void Server::Impl::stream_job(http::Response& res, std::shared_ptr<Job> job, Assembler* assembler,
+                              std::shared_ptr<void> owner, StreamRender render) {
+  struct Driver {
+    std::shared_ptr<Job> job;
+    Assembler* assembler;
+    std::shared_ptr<void> owner;
+    StreamRender render;
+    bool started = false, finished = false;
+  };
+  auto d = std::make_shared<Driver>(Driver{std::move(job), assembler, std::move(owner), std::move(render)});
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   const int keepalive_ms = options.keepalive_ms;
   res.set_chunked_content_provider(
       "text/event-stream",
-      [st, keepalive_ms](size_t, http::DataSink& sink) -> bool {
+      [d, keepalive_ms](size_t, http::DataSink& sink) -> bool {
         auto write = [&](const std::string& s) {
           if (s.empty()) return true;
           if (!sink.is_writable() || !sink.write(s.data(), s.size())) {
-            st->job->cancelled = true;  // the client is gone: stop generating within one token
+            d->job->cancelled = true;  // the client is gone: stop generating within one token
             return false;
           }
           return true;
         };
-        if (!st->started) {
-          st->started = true;
-          std::string head;
-          if (st->chat) head = st->chat->begin();
-          if (st->anthropic) {
-            api::Usage u;
-            u.prompt_tokens = static_cast<int64_t>(st->prep.gen.prompt.size());
-            head = st->anthropic->begin(u);
-          }
-          if (st->completion && !st->prep.echo_text.empty()) head = st->completion->text(st->prep.echo_text, {});
-          return write(head);
+        if (!d->started) {
+          d->started = true;
+          return write(d->render.begin());
         }
-        auto msg = st->job->channel.pop(std::chrono::milliseconds(keepalive_ms));
+        auto msg = d->job->channel.pop(std::chrono::milliseconds(keepalive_ms));
         if (!msg) return write(": keep-alive\n\n");
         if (auto* p = std::get_if<PrefillProgress>(&*msg))
           return write(": prefill " + std::to_string(p->done) + "/" + std::to_string(p->total) + "\n\n");
-        if (auto* d = std::get_if<GenerationDelta>(&*msg)) {
+        if (auto* delta = std::get_if<GenerationDelta>(&*msg)) {
           std::vector<api::OutputEvent> ev;
           std::vector<api::TokenLogprobInfo> lps;
           std::string text;
-          st->assembler->add(*d, ev, lps, text);
-          std::string out;
-          if (st->chat) out = st->chat->events(ev, lps);
-          if (st->completion) out = st->completion->text(text, lps);
-          if (st->anthropic) out = st->anthropic->events(ev);
-          return write(out);
+          d->assembler->add(*delta, ev, lps, text);
+          return write(d->render.delta(ev, lps, text));
         }
         auto& done = std::get<JobDone>(*msg);
         std::string out;
         if (!done.result.ok() || (!done.result->output_error.ok() && done.result->finish != FinishReason::kLength)) {
-          const api::ApiError e = done.result.ok() ? output_error(done.result->output_error)
-                                                   : api::api_error_from_status(done.result.status());
-          out = st->chat ? st->chat->error(e) : st->completion ? st->completion->error(e) : st->anthropic->error(e);
+          out = d->render.error(done.result.ok() ? output_error(done.result->output_error)
+                                                 : api::api_error_from_status(done.result.status()));
         } else {
-          const api::CompletionOutput o = st->assembler->finish(*done.result);
-          out = st->chat ? st->chat->finish(o) : st->completion ? st->completion->finish(o) : st->anthropic->finish(o);
+          out = d->render.finish(d->assembler->finish(*done.result));
         }
-        st->finished = true;
+        d->finished = true;
         const bool ok = write(out);
         sink.done();
         return ok;
       },
-      [st](bool success) {
-        if (!success || !st->finished) st->job->cancelled = true;
+      [d](bool success) {
+        if (!success || !d->finished) d->job->cancelled = true;
       });
 }
 

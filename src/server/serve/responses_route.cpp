@@ -45,7 +45,6 @@ struct ResponsesStreamState {
   std::vector<api::ApiMessage> conversation;  // without this response's output yet
   std::string id;
   bool store = false;
-  bool started = false, finished = false;
 };
 
 }  // namespace
@@ -140,58 +139,21 @@ void Server::Impl::handle_responses(const http::Request& req, http::Response& re
   st->conversation = std::move(conversation);
   st->store = store;
   st->id = meta.id;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  const int keepalive_ms = options.keepalive_ms;
-  ResponseStore* response_store_ptr = response_store.get();
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [st, keepalive_ms, response_store_ptr](size_t, http::DataSink& sink) -> bool {
-        auto write = [&](const std::string& s) {
-          if (s.empty()) return true;
-          if (!sink.is_writable() || !sink.write(s.data(), s.size())) {
-            st->job->cancelled = true;  // the client is gone: stop generating within one token
-            return false;
-          }
-          return true;
-        };
-        if (!st->started) {
-          st->started = true;
-          return write(st->stream->begin());
-        }
-        auto msg = st->job->channel.pop(std::chrono::milliseconds(keepalive_ms));
-        if (!msg) return write(": keep-alive\n\n");
-        if (auto* p = std::get_if<PrefillProgress>(&*msg))
-          return write(": prefill " + std::to_string(p->done) + "/" + std::to_string(p->total) + "\n\n");
-        if (auto* d = std::get_if<GenerationDelta>(&*msg)) {
-          std::vector<api::OutputEvent> ev;
-          std::vector<api::TokenLogprobInfo> lps;
-          std::string text;
-          st->assembler->add(*d, ev, lps, text);
-          return write(st->stream->events(ev));
-        }
-        auto& done = std::get<JobDone>(*msg);
-        std::string out;
-        if (!done.result.ok() || (!done.result->output_error.ok() && done.result->finish != FinishReason::kLength)) {
-          const api::ApiError e = done.result.ok() ? output_error(done.result->output_error)
-                                                   : api::api_error_from_status(done.result.status());
-          out = st->stream->fail(e);
-        } else {
-          const api::CompletionOutput o = st->assembler->finish(*done.result);
-          out = st->stream->finish(o);
-          if (st->store) {
-            st->conversation.push_back(assistant_turn(o));
-            response_store_ptr->put({st->id, st->stream->final_json(), std::move(st->conversation)});
-          }
-        }
-        st->finished = true;
-        const bool ok = write(out);
-        sink.done();
-        return ok;
-      },
-      [st](bool success) {
-        if (!success || !st->finished) st->job->cancelled = true;
-      });
+  ResponseStore* store_ptr = response_store.get();
+  StreamRender render;
+  render.begin = [st] { return st->stream->begin(); };
+  render.delta = [st](const std::vector<api::OutputEvent>& ev, const std::vector<api::TokenLogprobInfo>&,
+                      const std::string&) { return st->stream->events(ev); };
+  render.error = [st](const api::ApiError& e) { return st->stream->fail(e); };
+  render.finish = [st, store_ptr](const api::CompletionOutput& o) {
+    std::string out = st->stream->finish(o);
+    if (st->store) {
+      st->conversation.push_back(assistant_turn(o));
+      store_ptr->put({st->id, st->stream->final_json(), std::move(st->conversation)});
+    }
+    return out;
+  };
+  stream_job(res, job, st->assembler.get(), st, std::move(render));
 }
 
 void Server::Impl::handle_response_lookup(const http::Request& req, http::Response& res, bool erase) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -41,6 +42,21 @@ struct Server::Impl {
   void handle_response_lookup(const http::Request& req, http::Response& res, bool erase);
   void apply_replay(PreparedRequest& prep);  // --replay: the next recorded output, if any
   void send_error(ApiKind kind, http::Response& res, const api::ApiError& e, const std::string& metric_kind);
+  // How a route renders a streamed generation as SSE text ("" sends nothing): its opening events, each
+  // delta (events, logprobs, raw text), an engine or model-output error, the finished output.
+  struct StreamRender {
+    std::function<std::string()> begin;
+    std::function<std::string(const std::vector<api::OutputEvent>&, const std::vector<api::TokenLogprobInfo>&,
+                              const std::string&)>
+        delta;
+    std::function<std::string(const api::ApiError&)> error;
+    std::function<std::string(const api::CompletionOutput&)> finish;
+  };
+  // Streams `job` (generation.cpp): keep-alive comments while nothing else is sent, prefill progress,
+  // deltas through `assembler` (owned, with what it references, by `owner`); a client that goes away
+  // cancels the job within one token.
+  void stream_job(http::Response& res, std::shared_ptr<Job> job, Assembler* assembler, std::shared_ptr<void> owner,
+                  StreamRender render);
   // Waits for a non-streamed job (generation.cpp): false when an error was answered or the client left.
   bool await_unstreamed(ApiKind kind, Job& job, Assembler& assembler, const http::Request& req, http::Response& res,
                         GenerationResult* out);
