@@ -24,6 +24,9 @@ constexpr FlagSpec kFlags[] = {
     {"cuda-graphs", "DSV4_CUDA_GRAPHS", "on",
      "cuda backend: run each step's kernels as one CUDA graph (on) or launch them one by one (off); results are "
      "identical, graphs are faster"},
+    {"verify", "DSV4_VERIFY", "off",
+     "debugging: cpu = run every op also on a CPU backend and compare its outputs bit for bit; the first difference "
+     "stops the run with the step, op, layer and element (slow: one synchronisation per op)"},
     {"log-level", "DSV4_LOG_LEVEL", "info", "log verbosity on stderr: error, warn, info, debug"},
     {"response-store", "DSV4_RESPONSE_STORE", "100",
      "serve: how many /v1/responses results are kept in memory for previous_response_id and GET /v1/responses/{id} "

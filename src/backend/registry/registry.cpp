@@ -2,6 +2,7 @@
 #include "backend/registry/registry.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/registry/verify_backend.h"
 #if DSV4_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -28,6 +29,12 @@ cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
 }  // namespace
 
 Result<std::unique_ptr<Backend>> create_backend(const BackendOptions& options) {
+  if (options.verify) {
+    BackendOptions plain = options;
+    plain.verify = false;
+    DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Backend> primary, create_backend(plain));
+    return make_verifying_backend(std::move(primary), make_cpu(options));
+  }
   switch (options.kind) {
     case BackendKind::kCuda:
 #if DSV4_HAVE_CUDA

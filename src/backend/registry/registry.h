@@ -17,6 +17,7 @@ struct BackendOptions {
   SimdLevel simd = detected_simd_level();   // highest SIMD level the CPU kernels may use
   bool amx = false;                         // AMX tiles for CPU matrix x matrix (where usable)
   bool cuda_graphs = true;                  // CUDA: each step's kernels as one graph (same bits)
+  bool verify = false;                      // --verify cpu: check every op against a CPU backend
 };
 
 // kCpu: the CPU backend. kCuda: unavailable in this build (an unsupported Status that says so).
