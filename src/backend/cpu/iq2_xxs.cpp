@@ -257,10 +257,10 @@ std::span<const TypeKernels> iq2_xxs_type_kernels() {
       .dequantize_row = iq2_xxs_dequantize_row,
       .quantize_row = iq2_xxs_quantize_row,
       .vec_dot = {iq2_xxs_vec_dot_scalar, iq2_xxs_vec_dot_avx2, iq2_xxs_vec_dot_avx512, iq2_xxs_vec_dot_avx512vbmi},
-      .vec_dot_rows = {nullptr, nullptr, iq2_xxs_vec_dot_rows_avx512, iq2_xxs_vec_dot_rows_avx512vbmi},
+      .vec_dot_rows = {nullptr, iq2_xxs_vec_dot_rows_avx2, iq2_xxs_vec_dot_rows_avx512, iq2_xxs_vec_dot_rows_avx512vbmi},
       .prepared_act_bytes = iq2_xxs_prepared_act_bytes,
-      .prepare_act = {nullptr, nullptr, nullptr, iq2_xxs_prepare_act_avx512vbmi},
-      .vec_dot_rows_prepared = {nullptr, nullptr, nullptr, iq2_xxs_vec_dot_rows_prepared_avx512vbmi},
+      .prepare_act = {nullptr, iq2_xxs_prepare_act_avx2, nullptr, iq2_xxs_prepare_act_avx512vbmi},
+      .vec_dot_rows_prepared = {nullptr, iq2_xxs_vec_dot_rows_prepared_avx2, nullptr, iq2_xxs_vec_dot_rows_prepared_avx512vbmi},
       .vec_dot_tile = {nullptr, nullptr, nullptr, iq2_xxs_vec_dot_tile_prepared_avx512vbmi},
   }};
   return table;

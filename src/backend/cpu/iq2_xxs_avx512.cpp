@@ -552,7 +552,7 @@ void iq2_xxs_vec_dot_rows_avx512vbmi(int64_t n, const void* w, int64_t w_stride,
 
 int64_t iq2_xxs_prepared_act_bytes(int64_t n) {
   const int64_t chunks = (n / 256 + kChunk - 1) / kChunk;
-  return chunks * static_cast<int64_t>(sizeof(ActChunk));
+  return std::max(chunks * static_cast<int64_t>(sizeof(ActChunk)), iq2_xxs_prepared_act_bytes_avx2(n));
 }
 
 void iq2_xxs_prepare_act_avx512vbmi(const void* act, int64_t n, void* out) { prepare_vbmi(act, n, out); }
