@@ -7,6 +7,13 @@
 //   product:   grid (⌈out/8⌉, row groups), one warp per weight row o and a tile of up to 8 activation
 //              rows (1 when rows pick experts); float weights go through shared memory (16-byte loads).
 //   embed:     one thread per (token, weight block) dequantizing the block into each copy.
+//   decode forms (one activation row): products split over warps for few output rows, float rows held
+//              whole in shared memory, routed K/IQ experts with the pair's activation in shared memory.
+//
+// Over 800 lines on purpose, for now: every product form is a specialisation of the same TypeOps table
+// (anonymous namespace here), and moving them to their own .cu means moving that table into a header
+// and re-validating every kernel on a GPU; the split (type table → matmul_types.cuh, decode forms →
+// matmul_decode.cu) is due with the next GPU session, whose device minutes can re-run scripts/test-cuda.sh.
 #include <cuda_fp16.h>
 
 #include <algorithm>

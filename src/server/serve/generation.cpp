@@ -24,6 +24,24 @@ struct StreamState {
 
 }  // namespace
 
+// Queues the prepared generation; nullptr when the queue is full (429 with Retry-After answered).
+std::shared_ptr<Job> Server::Impl::submit_job(ApiKind kind, const PreparedRequest& prep, const http::Request& req,
+                                              http::Response& res) {
+  auto job = std::make_shared<Job>();
+  job->request = prep.gen;
+  job->route = req.path;
+  if (worker->submit(job)) return job;
+  api::ApiError e;
+  e.http_status = 429;
+  e.type = kind == ApiKind::kAnthropic ? "rate_limit_error" : "rate_limit_exceeded";
+  e.message = "The server is busy: " + std::to_string(options.max_queue) +
+              " requests are already waiting. Retry after a moment.";
+  e.code = "queue_full";
+  res.set_header("Retry-After", "1");
+  send_error(kind, res, e, "queue_full");
+  return nullptr;
+}
+
 // A non-streamed generation to its end: deltas go through `assembler`. Nothing is written before the
 // end, so the socket is watched (every 100 ms): a client that hangs up cancels its generation instead
 // of letting it run to max_tokens (it gets a 499 nobody reads: the log and metrics see it). An engine
@@ -88,19 +106,8 @@ void Server::Impl::handle_generation(ApiKind kind, const http::Request& req, htt
   if (err) return send_error(kind, res, *err, err->code == "context_length_exceeded" ? "context" : "bad_request");
 
   apply_replay(prep);
-  auto job = std::make_shared<Job>();
-  job->request = prep.gen;
-  job->route = req.path;
-  if (!worker->submit(job)) {
-    api::ApiError e;
-    e.http_status = 429;
-    e.type = kind == ApiKind::kAnthropic ? "rate_limit_error" : "rate_limit_exceeded";
-    e.message = "The server is busy: " + std::to_string(options.max_queue) +
-                " requests are already waiting. Retry after a moment.";
-    e.code = "queue_full";
-    res.set_header("Retry-After", "1");
-    return send_error(kind, res, e, "queue_full");
-  }
+  const std::shared_ptr<Job> job = submit_job(kind, prep, req, res);
+  if (job == nullptr) return;
 
   api::ResponseMeta meta;
   meta.id = new_id(kind == ApiKind::kAnthropic ? "msg_" : kind == ApiKind::kCompletion ? "cmpl-" : "chatcmpl-");

@@ -95,19 +95,8 @@ void Server::Impl::handle_responses(const http::Request& req, http::Response& re
     return send_error(kind, res, *err, err->code == "context_length_exceeded" ? "context" : "bad_request");
   apply_replay(prep);
 
-  auto job = std::make_shared<Job>();
-  job->request = prep.gen;
-  job->route = req.path;
-  if (!worker->submit(job)) {
-    api::ApiError e;
-    e.http_status = 429;
-    e.type = "rate_limit_exceeded";
-    e.message = "The server is busy: " + std::to_string(options.max_queue) +
-                " requests are already waiting. Retry after a moment.";
-    e.code = "queue_full";
-    res.set_header("Retry-After", "1");
-    return send_error(kind, res, e, "queue_full");
-  }
+  const std::shared_ptr<Job> job = submit_job(kind, prep, req, res);
+  if (job == nullptr) return;
 
   api::ResponsesMeta meta;
   meta.id = new_id("resp_");

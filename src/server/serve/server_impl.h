@@ -57,6 +57,9 @@ struct Server::Impl {
   // cancels the job within one token.
   void stream_job(http::Response& res, std::shared_ptr<Job> job, Assembler* assembler, std::shared_ptr<void> owner,
                   StreamRender render);
+  // Queues a prepared generation (generation.cpp); nullptr when the queue is full (the 429 is sent).
+  std::shared_ptr<Job> submit_job(ApiKind kind, const PreparedRequest& prep, const http::Request& req,
+                                  http::Response& res);
   // Waits for a non-streamed job (generation.cpp): false when an error was answered or the client left.
   bool await_unstreamed(ApiKind kind, Job& job, Assembler& assembler, const http::Request& req, http::Response& res,
                         GenerationResult* out);
