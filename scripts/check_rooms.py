@@ -21,7 +21,7 @@ ALLOWED = {
     "model": {"base", "numerics", "gguf", "backend"},
     "kv": {"base", "backend", "model"},
     "tokenizer": {"base", "gguf"},
-    "sampling": {"base"},
+    "sampling": {"base", "numerics"},
     "tools": {"base", "numerics", "gguf", "model", "backend", "backend/cpu", "backend/registry", "tokenizer"},  # convert, synth
     # the engine gets its backend from the registry and never names a concrete one
     "engine": {"dsv4", "base", "gguf", "backend", "backend/registry", "model", "kv",

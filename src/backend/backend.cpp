@@ -133,6 +133,7 @@ const char* op_name(Op op) {
     case Op::kRoute: return "route";
     case Op::kMoe: return "moe";
     case Op::kArgmax: return "argmax";
+    case Op::kSample: return "sample";
     case Op::kCount: break;
   }
   return "unknown";

@@ -31,6 +31,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -123,7 +124,7 @@ class ArenaPlan {
 // What a backend can do, per op and weight type (replaces the base room's has_kernels).
 enum class Op {
   kEmbed, kMatmul, kRmsNorm, kRope, kHcPre, kHcPost, kHcHead, kCompressorUpdate, kIndexerTopk,
-  kAttention, kKvStore, kRoute, kMoe, kArgmax, kCount
+  kAttention, kKvStore, kRoute, kMoe, kArgmax, kSample, kCount
 };
 const char* op_name(Op op);
 
@@ -168,6 +169,23 @@ struct AttentionArgs {
   int64_t window = 0;   // W: raw keys of position p are max(0, p−W+1) … p
   int64_t ratio = 0;    // compressed entry w is visible to position p iff w < ⌊(p+1)/ratio⌋
   float scale = 0;
+};
+
+// sample(): the next token chosen where the logits are. The rule is sampling::Sampler::sample's
+// (src/sampling/sampler.h: logit bias, penalties, greedy, top-k, softmax at the temperature, top-p,
+// min-p, the draw), with the caller's Sampler having taken the draw (Sampler::take_draw) and named
+// the penalty history, so a backend needs no RNG state and the n-th token uses the n-th draw.
+inline constexpr int32_t kSampleOnHost = -2;  // the id a backend writes when the caller must sample
+struct SampleArgs {
+  Tensor logits;  // [V] F32, one row; read only (the raw logits stay for the caller)
+  Tensor id;      // [1] I32: the chosen id, or kSampleOnHost
+  float temperature = 0.0f;  // not > 0 (NaN included): greedy, sampling::argmax's rule
+  int32_t top_k = 0;
+  float top_p = 1.0f, min_p = 0.0f;
+  float repetition_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  double u = 0.0;  // the draw in [0, 1)
+  std::span<const std::pair<int32_t, float>> logit_bias;  // host memory, read during the call
+  std::span<const int32_t> seen_ids, seen_counts;           // host memory, read during the call
 };
 
 struct RouteArgs {
@@ -358,6 +376,11 @@ class Backend {
   // Greedy choice per row: ids[t] = the index of the largest logits[t][i] (ties → lower i; NaN ranks
   // below every number; a row of NaNs gives 0), sampling::argmax's rule. logits [n][V] F32, ids [n] I32.
   virtual void argmax(const Tensor& logits, const Tensor& ids) = 0;
+  // The sampler's choice (SampleArgs) without bringing the vocabulary's logits back. A backend that
+  // cannot make it for these arguments writes kSampleOnHost and the caller samples the downloaded
+  // logits with the same draw: the CPU backend always does (its logits are host memory already);
+  // the CUDA backend when more candidates survive the cuts than it sorts on the device.
+  virtual void sample(const SampleArgs& a) = 0;
 
  protected:
   int64_t syncs_ = 0;

@@ -2,7 +2,8 @@
 // decode loop (sample → text → stop checks → forward), cancellation and per-request stats.
 //
 // Order inside one decode step: logits of the last forwarded token → logprobs (raw logits, when
-// asked) → sample (on a copy) → EOS ends the turn (not decoded, not forwarded) → the id is
+// asked) → sample (on a copy; or on the backend, inside the forward, when nothing needs the logits
+// on the host: Session::forward_sample) → EOS ends the turn (not decoded, not forwarded) → the id is
 // decoded, stop strings and the DSML parser run → the observer sees the delta (may cancel) →
 // unless finished, the id is forwarded. The last sampled id is therefore never forwarded: the
 // next request's prompt decides what follows it (the prefix cache then extends or rewinds).
@@ -118,21 +119,53 @@ Result<GenerationResult> Engine::generate(const GenerateRequest& req, Generation
     pos = end;
     if (pos % interval == 0 || pos == n - 1) m.cache->checkpoint(*m.session);
   }
-  {
-    const std::span<const int32_t> last(req.prompt.data() + n - 1, 1);
-    if (Status s = m.session->forward(last, m.logits.data(), false); !s.ok()) return fail(s);
-    m.cache->on_forward(last);
-  }
-  st.prefill_ms = ms_since(t_prefill);
-
   sampling::Sampler sampler(req.sampler, static_cast<int32_t>(V));
-  engine::OutputText text(m.tokenizer, req);
-  bool in_reasoning = req.chat && req.thinking;
   // tool_choice: tokens that would leave the grammar are masked (-inf) before sampling. A forced
   // (replayed) id outside the grammar turns the constraint off for the rest of the request.
   const tokenizer::ToolCallGrammar grammar =
       req.chat ? tokenizer::ToolCallGrammar(req.tool_choice, req.thinking) : tokenizer::ToolCallGrammar();
   bool constrained = grammar.active();
+  // Forwards `tokens` and prepares the choice of output token `index`: where the logits are
+  // (Session::forward_sample: the backend samples, one id comes back) unless the choice needs the
+  // host's logits (forced, grammar-masked, or logprobs asked); then m.logits holds them and
+  // `chosen` is −1. Either way the sampler draws exactly as Sampler::sample would.
+  int32_t chosen = -1;
+  auto forward_to_choice = [&](std::span<const int32_t> tokens, int64_t index) -> Status {
+    chosen = -1;
+    const bool on_host = constrained || req.top_logprobs >= 0 || static_cast<size_t>(index) < req.forced_output.size();
+    if (on_host) return m.session->forward(tokens, m.logits.data(), false);
+    const sampling::Sampler::Draw draw = sampler.take_draw();
+    const sampling::SamplerConfig& c = sampler.config();
+    backend::SampleArgs args;
+    args.temperature = c.temperature;
+    args.top_k = c.top_k;
+    args.top_p = c.top_p;
+    args.min_p = c.min_p;
+    args.repetition_penalty = c.repetition_penalty;
+    args.presence_penalty = c.presence_penalty;
+    args.frequency_penalty = c.frequency_penalty;
+    args.u = draw.u;
+    args.logit_bias = c.logit_bias;
+    args.seen_ids = draw.seen_ids;
+    args.seen_counts = draw.seen_counts;
+    int32_t id = -1;
+    DSV4_RETURN_IF_ERROR(m.session->forward_sample(tokens, args, &id, m.logits.data()));
+    if (id == backend::kSampleOnHost) {  // the backend left it to us: the same draw on the host
+      std::copy(m.logits.begin(), m.logits.end(), m.scratch.begin());
+      id = sampler.sample_drawn(m.scratch, draw);
+    }
+    chosen = id;
+    return ok_status();
+  };
+  {
+    const std::span<const int32_t> last(req.prompt.data() + n - 1, 1);
+    if (Status s = forward_to_choice(last, 0); !s.ok()) return fail(s);
+    m.cache->on_forward(last);
+  }
+  st.prefill_ms = ms_since(t_prefill);
+
+  engine::OutputText text(m.tokenizer, req);
+  bool in_reasoning = req.chat && req.thinking;
   if (constrained && !m.ids_with_lt_ready) {
     for (int32_t id = 0; id < static_cast<int32_t>(V); ++id)
       if (m.tokenizer.token_bytes(id).find('<') != std::string_view::npos) m.ids_with_lt.push_back(id);
@@ -146,10 +179,15 @@ Result<GenerationResult> Engine::generate(const GenerateRequest& req, Generation
     GenerationDelta delta;
     GeneratedToken tok;
     const auto t_sample = Clock::now();
-    std::copy(m.logits.begin(), m.logits.end(), m.scratch.begin());
-    if (constrained) mask_by_grammar(grammar, gstate, text, m.eos, m.ids_with_lt, m.scratch);
-    tok.id = static_cast<size_t>(i) < req.forced_output.size() ? req.forced_output[static_cast<size_t>(i)]
-                                                              : sampler.sample(m.scratch);
+    if (static_cast<size_t>(i) < req.forced_output.size()) {
+      tok.id = req.forced_output[static_cast<size_t>(i)];
+    } else if (chosen >= 0) {
+      tok.id = chosen;
+    } else {
+      std::copy(m.logits.begin(), m.logits.end(), m.scratch.begin());
+      if (constrained) mask_by_grammar(grammar, gstate, text, m.eos, m.ids_with_lt, m.scratch);
+      tok.id = sampler.sample(m.scratch);
+    }
     sampler.accept(tok.id);
     if (req.top_logprobs >= 0) tok.logprob = sampling::logprob_of(m.logits, tok.id, req.top_logprobs, tok.top).logprob;
     sampling_ms += ms_since(t_sample);
@@ -176,8 +214,7 @@ Result<GenerationResult> Engine::generate(const GenerateRequest& req, Generation
     }
     if (i + 1 == req.max_tokens) break;
     const int32_t id = delta.tokens.back().id;
-    if (Status s = m.session->forward(std::span<const int32_t>(&id, 1), m.logits.data(), false); !s.ok())
-      return fail(s);
+    if (Status s = forward_to_choice(std::span<const int32_t>(&id, 1), i + 1); !s.ok()) return fail(s);
     m.cache->on_forward(std::span<const int32_t>(&id, 1));
     if (m.session->position() % interval == 0) m.cache->checkpoint(*m.session);
   }

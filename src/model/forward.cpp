@@ -280,9 +280,18 @@ Status Session::head(int64_t n, const HeadOut& want) {
     backend_.rms_norm(y, mw.out_norm, eps, y);
     backend_.matmul(mw.output, y, out);
     if (want.greedy != nullptr) {  // only the last row (first == n − 1, m == 1)
-      backend_.argmax(out, a.greedy.rows(0, 1));
+      if (want.sample != nullptr) {
+        backend::SampleArgs sa = *want.sample;
+        sa.logits = out;
+        sa.id = a.greedy.rows(0, 1);
+        backend_.sample(sa);
+      } else {
+        backend_.argmax(out, a.greedy.rows(0, 1));
+      }
       DSV4_RETURN_IF_ERROR(backend_.end_step());
       DSV4_RETURN_IF_ERROR(backend_.download(a.greedy, want.greedy, 4));
+      if (want.sample != nullptr && *want.greedy == backend::kSampleOnHost)  // the caller samples these
+        DSV4_RETURN_IF_ERROR(backend_.download(out, want.logits, s.n_vocab * 4));
       continue;
     }
     DSV4_RETURN_IF_ERROR(backend_.end_step());

@@ -99,6 +99,13 @@ class Session {
   // forward() of `tokens`, then *next = the greedy choice after the last one (sampling::argmax of
   // its logits, computed where the logits are: only 4 bytes come back from a device backend).
   Status forward_greedy(std::span<const int32_t> tokens, int32_t* next);
+  // forward() of `tokens`, then *next = the sampler's choice after the last one (backend::SampleArgs:
+  // the rule of sampling::Sampler with the caller's draw; its logits/id tensors are ignored), made
+  // where the logits are: 4 bytes come back from a device backend. When the backend answers
+  // backend::kSampleOnHost, *next is that and the last row's logits are in `logits` [vocab] for the
+  // caller to sample with the same draw.
+  Status forward_sample(std::span<const int32_t> tokens, const backend::SampleArgs& params, int32_t* next,
+                        float* logits);
 
   // Rewind points (see SessionCheckpoint). rewind() requires a checkpoint taken on this
   // timeline at or before the current position, with no rewind past it in between (the caller
@@ -130,7 +137,8 @@ class Session {
   struct HeadOut {
     float* logits = nullptr;
     bool all_logits = false;
-    int32_t* greedy = nullptr;
+    int32_t* greedy = nullptr;                     // the last row's choice: argmax, or sample's
+    const backend::SampleArgs* sample = nullptr;   // with greedy: sample instead of argmax
   };
   Status check_tokens(std::span<const int32_t> tokens) const;
   Status forward_step(std::span<const int32_t> tokens, const HeadOut& out);

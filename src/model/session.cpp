@@ -235,6 +235,28 @@ Status Session::forward_greedy(std::span<const int32_t> tokens, int32_t* next) {
   return ok_status();
 }
 
+Status Session::forward_sample(std::span<const int32_t> tokens, const backend::SampleArgs& params, int32_t* next,
+                               float* logits) {
+  DSV4_RETURN_IF_ERROR(check_tokens(tokens));
+  if (next == nullptr || logits == nullptr)
+    return invalid_argument("forward_sample: no place for the next token or the fallback logits");
+  if (params.seen_ids.size() != params.seen_counts.size())
+    return invalid_argument("forward_sample: the penalty history has " + std::to_string(params.seen_ids.size()) +
+                            " ids but " + std::to_string(params.seen_counts.size()) + " counts");
+  const int64_t total = static_cast<int64_t>(tokens.size());
+  for (int64_t b = 0; b < total; b += max_chunk_) {
+    const int64_t m = std::min(max_chunk_, total - b);
+    HeadOut out;
+    if (b + m == total) {
+      out.greedy = next;
+      out.sample = &params;
+      out.logits = logits;
+    }
+    DSV4_RETURN_IF_ERROR(forward_step(tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(m)), out));
+  }
+  return ok_status();
+}
+
 double Session::bytes_per_token() const {
   const Ds4Shape& s = model_.shape();
   double b = 0;

@@ -60,9 +60,9 @@ namespace {
 using Cand = std::pair<float, int32_t>;  // (logit, id); after the keep walk, (weight, id)
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-// Ids per block in the weight sums and the max scan (a multiple of kLanes).
-constexpr size_t kBlock = 1024;
-constexpr size_t kLanes = 8;
+// Ids per block in the weight sums and the max scan (a multiple of kLanes): weights.h's order.
+constexpr size_t kBlock = static_cast<size_t>(kWeightBlock);
+constexpr size_t kLanes = static_cast<size_t>(kWeightLanes);
 // Top-k selection uses a bounded heap up to this k and nth_element over a copy above it.
 constexpr int32_t kHeapTopKLimit = 4096;
 // Chunks of ids that the top-k heap and the candidate filter skip after one vector max.
@@ -158,30 +158,6 @@ MaxAt max_at(const float* l, size_t n) {
   size_t i = best_block;
   while (l[i] != best) ++i;
   return {best, static_cast<int32_t>(i)};
-}
-
-// Floats in increasing order ↔ unsigned keys in increasing order (NaNs fall outside [−inf, +inf]).
-inline uint32_t order_key(float f) {
-  const uint32_t b = std::bit_cast<uint32_t>(f);
-  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-inline float from_order_key(uint32_t k) {
-  return std::bit_cast<float>((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
-
-// The lowest float l with (l − mx) / t ≥ c, for c ≤ 0. The predicate is monotone in l (a float
-// subtraction and a division by t > 0 both are), so bisection over the bit patterns between −inf
-// and mx finds the exact boundary in at most 32 steps.
-float lowest_logit_reaching(float mx, float t, float c) {
-  auto reaches = [mx, t, c](float v) { return (v - mx) / t >= c; };
-  if (reaches(-kInf)) return -kInf;
-  uint32_t lo = order_key(-kInf), hi = order_key(mx);  // reaches(lo) false, reaches(hi) true
-  while (hi - lo > 1) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    if (reaches(from_order_key(mid))) hi = mid;
-    else lo = mid;
-  }
-  return from_order_key(hi);
 }
 
 // The top-p pre-filter bound (see the banner): candidates below it weigh < ½ (1 − p) Z in total.
@@ -372,7 +348,19 @@ void Sampler::reset() {
   rng_ = Rng(config_.seed);
 }
 
-int32_t Sampler::sample(std::span<float> logits) {
+Sampler::Draw Sampler::take_draw() {
+  Draw d;
+  if (config_.temperature > 0.0f) d.u = rng_.next_double();  // exactly one draw per non-greedy call
+  seen_counts_.resize(seen_.size());
+  for (size_t j = 0; j < seen_.size(); ++j) seen_counts_[j] = counts_[static_cast<size_t>(seen_[j])];
+  d.seen_ids = seen_;
+  d.seen_counts = seen_counts_;
+  return d;
+}
+
+int32_t Sampler::sample(std::span<float> logits) { return sample_drawn(logits, take_draw()); }
+
+int32_t Sampler::sample_drawn(std::span<float> logits, const Draw& draw) {
   const size_t n = std::min(logits.size(), static_cast<size_t>(n_vocab_));
   if (n == 0) return -1;
   const int32_t n_ids = static_cast<int32_t>(n);
@@ -389,12 +377,13 @@ int32_t Sampler::sample(std::span<float> logits) {
   const bool rep_on = rep > 0.0f && rep != 1.0f;
   const bool pf_on = config_.presence_penalty != 0.0f || config_.frequency_penalty != 0.0f;
   if (rep_on || pf_on) {
-    for (int32_t id : seen_) {
+    for (size_t j = 0; j < draw.seen_ids.size(); ++j) {
+      const int32_t id = draw.seen_ids[j];
       if (id >= n_ids) continue;
       float v = l[id];
       if (rep_on) v = v > 0.0f ? v / rep : v * rep;
       if (pf_on) {
-        const float count = static_cast<float>(counts_[static_cast<size_t>(id)]);
+        const float count = static_cast<float>(draw.seen_counts[j]);
         v -= config_.frequency_penalty * count + config_.presence_penalty;
       }
       l[id] = v;
@@ -404,7 +393,7 @@ int32_t Sampler::sample(std::span<float> logits) {
   const float t = config_.temperature;
   if (!(t > 0.0f)) return argmax(logits.first(n));
 
-  const double u = rng_.next_double();  // exactly one draw per non-greedy call
+  const double u = draw.u;  // take_draw() drew it: exactly one draw per non-greedy call
   const MaxAt top1 = max_at(l, n);
   if (top1.id < 0) return 0;                      // every logit is NaN
   if (!std::isfinite(top1.value)) return top1.id;  // all −inf, or a +inf: nothing to draw from

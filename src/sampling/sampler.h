@@ -2,7 +2,7 @@
 // top-k, top-p, min-p, seeded sampling, greedy; and log-probabilities for the API.
 //
 // Owns: pure functions over float spans plus a tiny seeded RNG. Must not: know tokens as text,
-// sessions, requests or JSON; print; throw. Uses base only.
+// sessions, requests or JSON; print; throw. Uses base and numerics/token_weight.h.
 //
 // Determinism: the same config (incl. seed), the same logits and the same accepted history give
 // the same id on every machine and thread count. Everything here runs on one thread, every
@@ -19,7 +19,8 @@
 //   3. temperature == 0 → greedy: the highest logit, ties to the lowest id. Done.
 //   4. top-k (0 = off): keep the k highest (ties by lowest id).
 //   5. softmax at the temperature: weights e^((l − max)/T) from sampling/weights.h (plain IEEE
-//      float code, so the bits do not depend on the C library; CUDA never runs the sampler).
+//      float code, so the bits do not depend on the C library; numerics/token_weight.h, which the
+//      CUDA sampling kernel shares).
 //   6. top-p (1 = off): keep the smallest prefix of the sorted list whose mass reaches p (at least 1).
 //   7. min-p (0 = off): drop candidates whose probability < min_p · p_max (at least 1 kept).
 //   8. renormalise, draw u in [0,1) from the RNG (53-bit double), walk the sorted list. With
@@ -67,7 +68,21 @@ class Sampler {
   Sampler(const SamplerConfig& config, int32_t n_vocab);
 
   // Picks the next id from raw logits [n_vocab]. `logits` is scratch: modified in place.
+  // = sample_drawn(logits, take_draw()).
   int32_t sample(std::span<float> logits);
+
+  // One sample() call split in two, for a backend that samples where the logits are
+  // (backend::Backend::sample gets these values): take_draw() consumes the RNG exactly as sample()
+  // would (one draw when temperature > 0, none when greedy) and names the penalty history;
+  // sample_drawn() is the rest of sample() with that draw (the host's finish when the backend
+  // answers that it could not). The spans stay valid until the next accept() / take_draw() / reset().
+  struct Draw {
+    double u = 0.0;                         // the draw in [0, 1); 0 when greedy
+    std::span<const int32_t> seen_ids;      // the accepted ids, first-seen order, each once
+    std::span<const int32_t> seen_counts;   // their occurrences
+  };
+  Draw take_draw();
+  int32_t sample_drawn(std::span<float> logits, const Draw& draw);
   // Records an id of the completion (penalty history). The caller accepts every generated id,
   // including ids it forced.
   void accept(int32_t id);
@@ -82,6 +97,7 @@ class Sampler {
   Rng rng_;
   std::vector<int32_t> counts_;        // [n_vocab] occurrences in the history
   std::vector<int32_t> seen_;          // ids with counts_ > 0, in first-seen order
+  std::vector<int32_t> seen_counts_;   // counts_ of seen_, filled by take_draw()
   std::vector<std::pair<float, int32_t>> cand_;  // scratch: (value, id)
 };
 

@@ -113,6 +113,18 @@ void CpuBackend::release(void* data, int64_t bytes) {
   in_use_bytes_ -= std::max<int64_t>(64, (bytes + 63) / 64 * 64);
 }
 
+void CpuBackend::sample(const backend::SampleArgs& a) {
+  if (!error_.ok()) return;
+  if (a.logits.type != TensorType::kF32 || a.logits.rows() != 1 || a.id.type != TensorType::kI32 || a.id.ne[0] != 1 ||
+      !a.logits.valid() || !a.id.valid() || a.seen_ids.size() != a.seen_counts.size())
+    return fail(invalid_argument("cpu sample: needs one row of F32 logits, an I32 id and as many seen counts as ids"));
+  if (a.temperature > 0.0f || !a.logit_bias.empty() || !a.seen_ids.empty()) {  // only the plain greedy choice here
+    *static_cast<int32_t*>(a.id.data) = backend::kSampleOnHost;
+    return;
+  }
+  argmax(a.logits, a.id);
+}
+
 void CpuBackend::argmax(const Tensor& logits, const Tensor& ids) {
   if (!error_.ok()) return;
   if (logits.type != TensorType::kF32 || ids.type != TensorType::kI32 || logits.rows() != ids.ne[0] ||

@@ -75,6 +75,9 @@ class CpuBackend final : public backend::Backend {
   void route(const backend::RouteArgs& r) override;
   void moe(const backend::MoeArgs& m) override;
   void argmax(const backend::Tensor& logits, const backend::Tensor& ids) override;
+  // Greedy without bias or penalty history: argmax's rule. Otherwise kSampleOnHost: the logits are
+  // host memory already, and the sampler (a room above the backends) samples them where it lives.
+  void sample(const backend::SampleArgs& a) override;
   Result<backend::BackendLimits> measure_limits() override;
   Status finish() override { return ok_status(); }  // ops run synchronously
   int64_t memory_in_use() const override { return in_use_bytes_; }

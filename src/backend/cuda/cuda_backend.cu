@@ -128,7 +128,8 @@ CudaBackend::~CudaBackend() {
   flush_launches();
   staging_.release();
   (void)cudaStreamSynchronize(stream_);
-  for (DeviceScratch* s : {&act_scratch, &attn_scratch, &index_scratch, &moe_scratch, &misc_scratch}) {
+  for (DeviceScratch* s : {&act_scratch, &attn_scratch, &index_scratch, &moe_scratch, &misc_scratch, &sample_scratch,
+                           &sample_lists}) {
     if (s->data != nullptr) (void)cudaFree(s->data);
     *s = {};
   }

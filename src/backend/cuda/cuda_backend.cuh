@@ -78,6 +78,7 @@ class CudaBackend final : public backend::Backend {
   void route(const backend::RouteArgs& r) override;
   void moe(const backend::MoeArgs& m) override;
   void argmax(const backend::Tensor& logits, const backend::Tensor& ids) override;
+  void sample(const backend::SampleArgs& a) override;
   Result<backend::BackendLimits> measure_limits() override;
   Status finish() override;
   int64_t memory_in_use() const override { return in_use_bytes_; }
@@ -125,6 +126,8 @@ class CudaBackend final : public backend::Backend {
   DeviceScratch index_scratch;   // indexer scores and order
   DeviceScratch moe_scratch;     // per-pair intermediates
   DeviceScratch misc_scratch;    // small per-op tables
+  DeviceScratch sample_scratch;  // sample: the adjusted row, weight block sums, argmax pairs
+  DeviceScratch sample_lists;    // sample: bias and penalty lists
 
  protected:
   void release(void* data, int64_t bytes) override;

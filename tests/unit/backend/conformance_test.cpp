@@ -1461,6 +1461,138 @@ TEST_P(Conformance, Argmax) {
   }
 }
 
+// ================================================================================================
+// sample (the sampler's choice on the backend): sampling::Sampler with the same draw is the reference.
+// A backend may answer kSampleOnHost (the caller then samples the logits on the host): the CPU
+// backend does for everything but the plain greedy choice; the CUDA backend only where more
+// candidates survive the cuts than it sorts (the cases marked `may_defer`). Every other answer must
+// be the reference's id, for several draws per case.
+// ================================================================================================
+
+struct SampleCase {
+  std::string name;
+  int64_t V;
+  int logits = 0;  // 0 peaked (normals·2 + a few spikes), 1 flat (normals·0.5), 2 few values (ties),
+                   // 3 NaNs and −inf sprinkled, 4 all NaN, 5 all −inf, 6 a +inf
+  sampling::SamplerConfig cfg;
+  int history = 0;        // accepted ids (with repeats) before the draw
+  bool may_defer = false; // the CUDA backend may answer kSampleOnHost
+};
+
+TEST_P(Conformance, Sample) {
+  auto cfg = [](float t, int32_t k, float p, float min_p) {
+    sampling::SamplerConfig c;
+    c.temperature = t;
+    c.top_k = k;
+    c.top_p = p;
+    c.min_p = min_p;
+    return c;
+  };
+  auto penalised = [](sampling::SamplerConfig c, float rep, float presence, float frequency) {
+    c.repetition_penalty = rep;
+    c.presence_penalty = presence;
+    c.frequency_penalty = frequency;
+    c.logit_bias = {{7, 3.5f}, {11, -100.0f}, {7, 0.25f}, {200, 1.0f}, {3, -0.5f}};
+    return c;
+  };
+  const int64_t kVocab = 129280;
+  std::vector<SampleCase> cases = {
+      {"greedy", kVocab, 0, cfg(0, 0, 1, 0)},
+      {"greedy_penalised", kVocab, 0, penalised(cfg(0, 0, 1, 0), 1.3f, 0.4f, 0.2f), 300},
+      {"walk", kVocab, 0, cfg(1, 0, 1, 0)},
+      {"walk_flat", kVocab, 1, cfg(1, 0, 1, 0)},
+      {"walk_small_tail", 1030, 0, cfg(0.9f, 0, 1, 0)},
+      {"min_p_default", kVocab, 0, cfg(1, 0, 1, 0.05f)},
+      {"min_p_cold", kVocab, 0, cfg(0.3f, 0, 1, 0.05f)},
+      {"min_p_flat", kVocab, 1, cfg(1, 0, 1, 0.05f), 0, true},
+      {"top_p", kVocab, 0, cfg(1, 0, 0.9f, 0), 0, true},
+      {"top_p_min_p", kVocab, 0, cfg(0.8f, 0, 0.95f, 0.02f)},
+      {"top_p_flat", kVocab, 1, cfg(1, 0, 0.9f, 0), 0, true},
+      {"top_k", kVocab, 0, cfg(0.7f, 40, 1, 0)},
+      {"top_k_top_p", kVocab, 0, cfg(1.2f, 50, 0.9f, 0)},
+      {"top_k_min_p", kVocab, 0, cfg(1, 20, 1, 0.1f)},
+      {"top_k_one", kVocab, 0, cfg(1, 1, 1, 0)},
+      {"top_k_5000_flat", kVocab, 1, cfg(1, 5000, 0.97f, 0.01f)},
+      {"top_k_over_cap", kVocab, 1, cfg(1, 9000, 1, 0), 0, true},
+      {"top_k_ties", 20000, 2, cfg(1, 30, 0.9f, 0)},
+      {"ties_min_p", 20000, 2, cfg(1, 0, 1, 0.5f), 0, true},
+      {"penalised_min_p", kVocab, 0, penalised(cfg(0.9f, 0, 1, 0.05f), 1.2f, 0.5f, 0.3f), 300},
+      {"penalised_top_k", kVocab, 0, penalised(cfg(0.9f, 64, 0.95f, 0), 0.8f, -0.5f, 0.1f), 1000},
+      {"penalised_walk", 5000, 0, penalised(cfg(1, 0, 1, 0), 1.5f, 0, 0), 50},
+      {"nan_top_k", kVocab, 3, cfg(1, 100, 1, 0)},
+      {"nan_min_p", kVocab, 3, cfg(1, 0, 0.9f, 0.05f), 0, true},
+      {"nan_walk", 3001, 3, cfg(1, 0, 1, 0)},
+      {"all_nan", 777, 4, cfg(1, 0, 1, 0.05f)},
+      {"all_neg_inf", 777, 5, cfg(1, 10, 1, 0)},
+      {"pos_inf", 777, 6, cfg(1, 0, 0.9f, 0)},
+  };
+  const bool cpu = be().name() == "cpu";
+  uint64_t seed = 2600;
+  int64_t deferred = 0, chosen = 0;
+  for (const SampleCase& c : cases) {
+    SCOPED_TRACE("sample case " + c.name);
+    Rng rng(++seed);
+    std::vector<float> l = rng.normals(c.V);
+    const float inf = std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < c.V; ++i) {
+      switch (c.logits) {
+        case 0: l[i] *= 2.0f; break;
+        case 1: l[i] *= 0.5f; break;
+        case 2: l[i] = static_cast<float>(rng.range(0, 3)); break;
+        case 3: if (rng.range(0, 9) == 0) l[i] = rng.range(0, 1) ? std::nanf("") : -inf; break;
+        case 4: l[i] = std::nanf(""); break;
+        case 5: l[i] = -inf; break;
+        case 6: if (i == c.V / 3 || i == c.V - 2) l[i] = inf; break;
+        default: break;
+      }
+    }
+    if (c.logits == 0)
+      for (int s = 0; s < 6; ++s) l[static_cast<size_t>(rng.range(0, c.V - 1))] += 12.0f + 2.0f * static_cast<float>(s);
+    for (int draw = 0; draw < 6; ++draw) {
+      SCOPED_TRACE("draw " + std::to_string(draw));
+      sampling::SamplerConfig conf = c.cfg;
+      conf.seed = seed * 100 + static_cast<uint64_t>(draw);
+      sampling::Sampler sampler(conf, static_cast<int32_t>(c.V));
+      for (int h = 0; h < c.history; ++h) sampler.accept(static_cast<int32_t>(rng.range(0, h % 3 == 0 ? 30 : c.V - 1)));
+      const sampling::Sampler::Draw d = sampler.take_draw();
+      std::vector<float> scratch = l;
+      const int32_t want = sampler.sample_drawn(scratch, d);
+      Ctx x(be());
+      const Tensor logits = x.f32(l, c.V, 1);
+      const Tensor id = x.alloc(TensorType::kI32, 1, 1);
+      backend::SampleArgs a;
+      a.logits = logits;
+      a.id = id;
+      a.temperature = conf.temperature;
+      a.top_k = conf.top_k;
+      a.top_p = conf.top_p;
+      a.min_p = conf.min_p;
+      a.repetition_penalty = conf.repetition_penalty;
+      a.presence_penalty = conf.presence_penalty;
+      a.frequency_penalty = conf.frequency_penalty;
+      a.u = d.u;
+      a.logit_bias = conf.logit_bias;
+      a.seen_ids = d.seen_ids;
+      a.seen_counts = d.seen_counts;
+      if (!x.step([&] { be().sample(a); })) continue;
+      const int32_t got = x.get<int32_t>(id)[0];
+      const bool plain_greedy = !(conf.temperature > 0) && conf.logit_bias.empty() && d.seen_ids.empty();
+      if (got == backend::kSampleOnHost && (cpu ? !plain_greedy : c.may_defer)) {
+        ++deferred;
+        continue;
+      }
+      EXPECT_EQ(got, want) << "u = " << d.u;
+      ++chosen;
+    }
+    count("sample");
+  }
+  std::printf("[ sample   ] %s: %" PRId64 " draws chosen by the backend, %" PRId64 " left to the host\n",
+              std::string(be().name()).c_str(), chosen, deferred);
+  if (!cpu) {
+    EXPECT_GT(chosen, 120);  // the device must make the choice in the common configurations
+  }
+}
+
 TEST_P(Conformance, UnsupportedTypeIsStickyError) {
   EXPECT_FALSE(be().supports(Op::kMatmul, TensorType::kQ4_0));
   Ctx x(be());

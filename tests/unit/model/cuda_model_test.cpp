@@ -24,6 +24,7 @@
 
 #include "backend/registry/registry.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 #include "tools/synth.h"
 
 namespace dsv4::model {
@@ -273,6 +274,68 @@ TEST_P(CudaModelTest, GreedyDecodeOnDeviceEqualsCpu) {
     EXPECT_EQ(cuda_->syncs() - before, 1) << "host synchronisations in decode step " << i;
     ASSERT_TRUE(cpu.forward_greedy(std::span<const int32_t>(&tc, 1), &c).ok());
     ASSERT_EQ(g, c) << "decode step " << i;
+  }
+}
+
+// Sampled decode with the choice on the device (Session::forward_sample: temperature, min-p, top-k,
+// top-p, penalties and bias, the Sampler's own draws): the ids of a CPU session sampled on the host,
+// one synchronisation per step, and the device really choosing (not handing every step back).
+TEST_P(CudaModelTest, SampledDecodeOnDeviceEqualsCpu) {
+  struct Config {
+    const char* name;
+    float t, top_p, min_p, rep, presence;
+    int32_t top_k;
+  };
+  const Config configs[] = {{"min_p", 0.8f, 1.0f, 0.05f, 1.0f, 0.0f, 0},
+                            {"top_k_top_p_penalties", 1.1f, 0.9f, 0.0f, 1.3f, 0.4f, 40},
+                            {"walk", 1.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0}};
+  for (const Config& cf : configs) {
+    SCOPED_TRACE(cf.name);
+    sampling::SamplerConfig sc;
+    sc.temperature = cf.t;
+    sc.top_p = cf.top_p;
+    sc.min_p = cf.min_p;
+    sc.top_k = cf.top_k;
+    sc.repetition_penalty = cf.rep;
+    sc.presence_penalty = cf.presence;
+    sc.logit_bias = {{3, 2.0f}, {5, -1.0f}};
+    sc.seed = 77;
+    sampling::Sampler on_gpu(sc, static_cast<int32_t>(vocab_)), on_cpu(sc, static_cast<int32_t>(vocab_));
+    Session gpu(*cuda_model_, 1024, 64), cpu(*cpu_model_, 1024, 64);
+    ASSERT_TRUE(gpu.status().ok() && cpu.status().ok());
+    std::vector<float> lg(static_cast<size_t>(vocab_)), lc(lg.size());
+    std::vector<int32_t> next = tokens(100, 10);
+    int64_t on_device = 0;
+    for (int i = 0; i < 30; ++i) {
+      const sampling::Sampler::Draw d = on_gpu.take_draw();
+      backend::SampleArgs a;
+      a.temperature = sc.temperature;
+      a.top_k = sc.top_k;
+      a.top_p = sc.top_p;
+      a.min_p = sc.min_p;
+      a.repetition_penalty = sc.repetition_penalty;
+      a.presence_penalty = sc.presence_penalty;
+      a.u = d.u;
+      a.logit_bias = sc.logit_bias;
+      a.seen_ids = d.seen_ids;
+      a.seen_counts = d.seen_counts;
+      int32_t g = -1;
+      const int64_t before = cuda_->syncs();
+      ASSERT_TRUE(gpu.forward_sample(next, a, &g, lg.data()).ok());
+      if (g == backend::kSampleOnHost) {
+        g = on_gpu.sample_drawn(lg, d);
+      } else {
+        ++on_device;
+        EXPECT_EQ(cuda_->syncs() - before, 1) << "host synchronisations in step " << i;
+      }
+      ASSERT_TRUE(cpu.forward(next, lc.data(), false).ok());
+      const int32_t c = on_cpu.sample(lc);
+      ASSERT_EQ(g, c) << "step " << i;
+      on_gpu.accept(g);
+      on_cpu.accept(c);
+      next.assign(1, g);
+    }
+    EXPECT_GT(on_device, 20) << "steps the device sampled itself";
   }
 }
 

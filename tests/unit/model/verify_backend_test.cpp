@@ -112,6 +112,7 @@ class OneBitOffBackend final : public Backend {
   void route(const backend::RouteArgs& r) override { in_->route(r); }
   void moe(const backend::MoeArgs& m) override { in_->moe(m); }
   void argmax(const Tensor& l, const Tensor& i) override { in_->argmax(l, i); }
+  void sample(const backend::SampleArgs& a) override { in_->sample(a); }
 
  protected:
   void release(void*, int64_t) override {}  // every buffer belongs to the inner backend
