@@ -1,6 +1,7 @@
 // backend/cuda/cuda_backend.cuh — CudaBackend's declaration, shared by the op-family .cu files
 // (cuda_backend.cu: memory, transfers, steps, weights; norm_rope_hc.cu; attention.cu: compressor,
-// indexer, attention, kv_store; matmul.cu: activation quantization, matmul, embed; moe.cu: route, moe).
+// indexer, attention, kv_store; matmul.cu: activation quantization, matmul, embed, with the decode forms
+// of the product in matmul_decode.cu; moe.cu: route, moe).
 //
 // Model: every tensor's data is a device pointer (cudaMalloc, never managed memory). Ops enqueue
 // kernels on one stream in call order and never synchronise; a launch or runtime error is recorded

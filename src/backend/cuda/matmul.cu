@@ -7,29 +7,21 @@
 //   product:   grid (⌈out/8⌉, row groups), one warp per weight row o and a tile of up to 8 activation
 //              rows (1 when rows pick experts); float weights go through shared memory (16-byte loads).
 //   embed:     one thread per (token, weight block) dequantizing the block into each copy.
-//   decode forms (one activation row): products split over warps for few output rows, float rows held
-//              whole in shared memory, routed K/IQ experts with the pair's activation in shared memory.
-//
-// Over 800 lines on purpose, for now: every product form is a specialisation of the same TypeOps table
-// (anonymous namespace here), and moving them to their own .cu means moving that table into a header
-// and re-validating every kernel on a GPU; the split (type table → matmul_types.cuh, decode forms →
-// matmul_decode.cu) is due with the next GPU session, whose device minutes can re-run scripts/test-cuda.sh.
-#include <cuda_fp16.h>
-
+//   elsewhere: the per-type device table (TypeOps, ActOps, dispatch_type) is matmul_types.cuh, shared
+//              with matmul_decode.cu, which holds the decode forms (one activation row: products split
+//              over warps for few output rows, float rows held whole in shared memory, routed K/IQ
+//              experts with the pair's activation in shared memory) and their launch choice;
+//              enqueue_product asks it first and launches product_kernel when no decode form applies.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
 #include "backend/cuda/matmul.cuh"
-#include "backend/cuda/quant_dots.cuh"
+#include "backend/cuda/matmul_types.cuh"
 #include "numerics/blocks.h"
 #include "numerics/hd.h"
 #include "numerics/quant_ref.h"
-#include "numerics/quant_ref_iq2_xxs.h"
-#include "numerics/quant_ref_k.h"
-#include "numerics/quant_ref_mxfp4.h"
-#include "numerics/quant_ref_rocmfpx.h"
 
 namespace dsv4::cuda {
 
@@ -37,10 +29,10 @@ using backend::Tensor;
 
 namespace {
 
+using namespace detail;
+
 constexpr int kThreads = 128;
 constexpr int64_t kMaxGridY = 65535;
-
-__device__ inline float nan_f32() { return hd::f32_from_bits(0x7fc00000u); }
 
 std::string dims(const Tensor& t) {
   std::string s = "[";
@@ -48,256 +40,7 @@ std::string dims(const Tensor& t) {
   return s + "]";
 }
 
-int64_t blocks_for(int64_t items, int threads) { return (items + threads - 1) / threads; }
-
-// --- per-type device operations -------------------------------------------------------------------
-//
-// TypeOps<T>: kAct (activation format), kBlock (weight elements per block), kBlockBytes,
-// dot(n, w_row, act_row) = the scalar vec_dot, dequant_block(block, out) = kBlock floats.
-
-// The dots and dequantizers are numerics/quant_ref.h's scalar references (the CPU's vec_dot[0]).
-template <TensorType T>
-struct TypeOps;
-
-template <>
-struct TypeOps<TensorType::kF32> {
-  static constexpr ActFormat kAct = ActFormat::kF32;
-  static constexpr int kBlock = 1, kBlockBytes = 4;
-  static constexpr int kLanes = 0;  // element-wise fma (numerics/dot.h's order)
-  static constexpr int kVec = 4;     // elements per 16-byte load
-  __device__ static float load(const uint8_t* w, int64_t i) { return qref::load_f32(w, i); }
-  __device__ static void unpack(const uint4& v, float* out) {
-    out[0] = __uint_as_float(v.x);
-    out[1] = __uint_as_float(v.y);
-    out[2] = __uint_as_float(v.z);
-    out[3] = __uint_as_float(v.w);
-  }
-  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
-    return qref::vec_dot_f32(n, w, reinterpret_cast<const float*>(act));
-  }
-  __device__ static void dequant_block(const uint8_t* blk, float* out) { out[0] = qref::load_f32(blk, 0); }
-};
-template <>
-struct TypeOps<TensorType::kF16> {
-  static constexpr ActFormat kAct = ActFormat::kF32;
-  static constexpr int kBlock = 1, kBlockBytes = 2;
-  static constexpr int kLanes = 0;
-  static constexpr int kVec = 8;
-  // cvt.f32.f16: IEEE's exact widening, the same number as numerics/half.h's f16_to_f32 for every
-  // input (a NaN stays a NaN, the contract's rule); the bit-twiddling reference is a slow branchy
-  // path on the device.
-  __device__ static float from_bits(uint32_t h) { return __half2float(__ushort_as_half(static_cast<unsigned short>(h))); }
-  __device__ static float load(const uint8_t* w, int64_t i) {
-    return from_bits(*reinterpret_cast<const unsigned short*>(w + 2 * i));
-  }
-  __device__ static void unpack(const uint4& v, float* out) {
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    for (int k = 0; k < 4; ++k) {
-      out[2 * k] = from_bits(words[k] & 0xffffu);
-      out[2 * k + 1] = from_bits(words[k] >> 16);
-    }
-  }
-  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
-    return qref::vec_dot_f16(n, w, reinterpret_cast<const float*>(act));
-  }
-  __device__ static void dequant_block(const uint8_t* blk, float* out) { out[0] = qref::load_f16(blk, 0); }
-};
-template <>
-struct TypeOps<TensorType::kBF16> {
-  static constexpr ActFormat kAct = ActFormat::kF32;
-  static constexpr int kBlock = 1, kBlockBytes = 2;
-  static constexpr int kLanes = 0;
-  static constexpr int kVec = 8;
-  __device__ static float load(const uint8_t* w, int64_t i) { return qref::load_bf16(w, i); }
-  __device__ static void unpack(const uint4& v, float* out) {
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    for (int k = 0; k < 4; ++k) {
-      out[2 * k] = __uint_as_float(words[k] << 16);
-      out[2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
-    }
-  }
-  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
-    return qref::vec_dot_bf16(n, w, reinterpret_cast<const float*>(act));
-  }
-  __device__ static void dequant_block(const uint8_t* blk, float* out) { out[0] = qref::load_bf16(blk, 0); }
-};
-template <>
-struct TypeOps<TensorType::kQ8_0> {
-  static constexpr ActFormat kAct = ActFormat::kQ8_0;
-  static constexpr int kBlock = 32, kBlockBytes = sizeof(BlockQ8_0);
-  static constexpr int kLanes = 1;  // one lane per block
-  __device__ static float block_dot(const uint8_t* w, const uint8_t* a) {
-    const auto& act = *reinterpret_cast<const BlockQ8_0Act*>(a);
-    return qref::q8_0_finish(*reinterpret_cast<const BlockQ8_0*>(w), act, qdot::q8_0_isum(w, act));
-  }
-  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
-    return qref::vec_dot_q8_0(n, reinterpret_cast<const BlockQ8_0*>(w), reinterpret_cast<const BlockQ8_0Act*>(act));
-  }
-  __device__ static void dequant_block(const uint8_t* blk, float* out) {
-    qref::dequantize_block_q8_0(reinterpret_cast<const BlockQ8_0*>(blk), out);
-  }
-};
-template <>
-struct TypeOps<TensorType::kQ2_K> {
-  static constexpr ActFormat kAct = ActFormat::kQ8_K;
-  static constexpr int kBlock = 256, kBlockBytes = sizeof(BlockQ2_K);
-  static constexpr int kLanes = 4;  // four lanes per super-block: sub-blocks 4s … 4s+3
-  using Isum = qref::KQuantIsums;
-  __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
-    const auto& blk = *reinterpret_cast<const BlockQ2_K*>(w);
-    const auto& act = *reinterpret_cast<const BlockQ8_K*>(a);
-    if (reinterpret_cast<uintptr_t>(w) % 4 == 0) return qdot::q2_k_isums(blk, act, 4 * s, 4 * s + 4);
-    return qref::q2_k_isums(blk, act, 4 * s, 4 * s + 4);
-  }
-  __device__ static Isum add(Isum x, Isum y) { return {x.sc + y.sc, x.m + y.m}; }
-  __device__ static Isum shfl_xor(Isum x, int m) {
-    return {__shfl_xor_sync(0xffffffffu, x.sc, m), __shfl_xor_sync(0xffffffffu, x.m, m)};
-  }
-  __device__ static float finish(const uint8_t* w, const uint8_t* a, Isum s) {
-    return qref::q2_k_finish(*reinterpret_cast<const BlockQ2_K*>(w), *reinterpret_cast<const BlockQ8_K*>(a), s);
-  }
-  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
-    return qref::vec_dot_q2_k(n, reinterpret_cast<const BlockQ2_K*>(w), reinterpret_cast<const BlockQ8_K*>(act));
-  }
-  __device__ static void dequant_block(const uint8_t* blk, float* out) {
-    qref::dequantize_block_q2_k(reinterpret_cast<const BlockQ2_K*>(blk), out);
-  }
-};
-template <>
-struct TypeOps<TensorType::kQ4_K> {
-  static constexpr ActFormat kAct = ActFormat::kQ8_K;
-  static constexpr int kBlock = 256, kBlockBytes = sizeof(BlockQ4_K);
-  static constexpr int kLanes = 4;  // sub-blocks 2s, 2s+1
-  using Isum = qref::KQuantIsums;
-  __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
-    return qref::q4_k_isums(*reinterpret_cast<const BlockQ4_K*>(w), *reinterpret_cast<const BlockQ8_K*>(a), 2 * s, 2 * s + 2);
-  }
-  __device__ static Isum add(Isum x, Isum y) { return {x.sc + y.sc, x.m + y.m}; }
-  __device__ static Isum shfl_xor(Isum x, int m) {
-    return {__shfl_xor_sync(0xffffffffu, x.sc, m), __shfl_xor_sync(0xffffffffu, x.m, m)};
-  }
-  __device__ static float finish(const uint8_t* w, const uint8_t* a, Isum s) {
-    return qref::q4_k_finish(*reinterpret_cast<const BlockQ4_K*>(w), *reinterpret_cast<const BlockQ8_K*>(a), s);
-  }
-  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
-    return qref::vec_dot_q4_k(n, reinterpret_cast<const BlockQ4_K*>(w), reinterpret_cast<const BlockQ8_K*>(act));
-  }
-  __device__ static void dequant_block(const uint8_t* blk, float* out) {
-    qref::dequantize_block_q4_k(reinterpret_cast<const BlockQ4_K*>(blk), out);
-  }
-};
-template <>
-struct TypeOps<TensorType::kMXFP4> {
-  static constexpr ActFormat kAct = ActFormat::kQ8_0;
-  static constexpr int kBlock = 32, kBlockBytes = sizeof(BlockMxfp4);
-  static constexpr int kLanes = 1;
-  __device__ static float block_dot(const uint8_t* w, const uint8_t* a) {
-    return qref::dot_block_mxfp4(*reinterpret_cast<const BlockMxfp4*>(w), *reinterpret_cast<const BlockQ8_0Act*>(a));
-  }
-  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
-    return qref::vec_dot_mxfp4(n, reinterpret_cast<const BlockMxfp4*>(w), reinterpret_cast<const BlockQ8_0Act*>(act));
-  }
-  __device__ static void dequant_block(const uint8_t* blk, float* out) {
-    qref::dequantize_block_mxfp4(reinterpret_cast<const BlockMxfp4*>(blk), out);
-  }
-};
-
-// IQ2_XXS grid and sign tables in device global memory, statically initialised from
-// numerics/iq2_xxs_grid.h's constexpr arrays (part of the module image: no runtime copy, every device).
-struct Iq2xxsDeviceTables {
-  uint64_t grid[256];
-  uint8_t signs[128];
-};
-constexpr Iq2xxsDeviceTables make_iq2xxs_tables() {
-  Iq2xxsDeviceTables t{};
-  for (int i = 0; i < 256; ++i) t.grid[i] = qref::kIq2xxsGrid[i];
-  for (int i = 0; i < 128; ++i) t.signs[i] = qref::kIq2xxsSigns[i];
-  return t;
-}
-__device__ const Iq2xxsDeviceTables d_iq2xxs = make_iq2xxs_tables();
-
-template <>
-struct TypeOps<TensorType::kIQ2_XXS> {
-  static constexpr ActFormat kAct = ActFormat::kQ8_K;
-  static constexpr int kBlock = 256, kBlockBytes = sizeof(BlockIq2Xxs);
-  static constexpr int kLanes = 4;  // groups 2s, 2s+1
-  __device__ static qref::Iq2xxsTables tables() { return {d_iq2xxs.grid, d_iq2xxs.signs}; }
-  using Isum = int32_t;
-  __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
-    return qdot::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a),
-                              d_iq2xxs.grid, d_iq2xxs.signs, 2 * s, 2 * s + 2);
-  }
-  // The same with the tables at `t` (a copy in shared memory).
-  static constexpr bool kHasTables = true;
-  __device__ static Isum part_with(const uint8_t* w, const uint8_t* a, int s, const Iq2xxsDeviceTables& t) {
-    return qdot::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a), t.grid,
-                              t.signs, 2 * s, 2 * s + 2);
-  }
-  __device__ static Isum add(Isum x, Isum y) { return x + y; }
-  __device__ static Isum shfl_xor(Isum x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }
-  __device__ static float finish(const uint8_t* w, const uint8_t* a, Isum s) {
-    return qref::iq2_xxs_finish(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a), s);
-  }
-  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
-    return qref::vec_dot_iq2_xxs(n, reinterpret_cast<const BlockIq2Xxs*>(w), reinterpret_cast<const BlockQ8_K*>(act),
-                                 tables());
-  }
-  __device__ static void dequant_block(const uint8_t* blk, float* out) {
-    qref::dequantize_block_iq2_xxs(reinterpret_cast<const BlockIq2Xxs*>(blk), out, tables());
-  }
-};
-
-// lucebox's ROCmFPx family (types 100-104, 107): 32-weight blocks with UE4M3 scales and BlockQ8_0Act
-// activations (numerics/quant_ref_rocmfpx.h), one lane per block.
-template <int kType>
-struct RocmfpxOps {
-  static constexpr ActFormat kAct = ActFormat::kQ8_0;
-  static constexpr int kBlock = 32, kBlockBytes = qref::rocmfpx_block_bytes<kType>();
-  static constexpr int kLanes = 1;
-  __device__ static float block_dot(const uint8_t* w, const uint8_t* a) {
-    return qref::dot_block_rocmfpx<kType>(w, *reinterpret_cast<const BlockQ8_0Act*>(a));
-  }
-  __device__ static void dequant_block(const uint8_t* blk, float* out) { qref::dequantize_block_rocmfpx<kType>(blk, out); }
-};
-template <TensorType T>
-  requires((static_cast<int>(T) >= 100 && static_cast<int>(T) <= 104) || static_cast<int>(T) == 107)
-struct TypeOps<T> : RocmfpxOps<static_cast<int>(T)> {};
-
-// Calls f(TypeOps<T>{}) for a product type; returns false for a type without device kernels.
-template <typename F>
-bool dispatch_type(TensorType type, F&& f) {
-  switch (type) {
-    case TensorType::kF32: f(TypeOps<TensorType::kF32>{}); return true;
-    case TensorType::kF16: f(TypeOps<TensorType::kF16>{}); return true;
-    case TensorType::kBF16: f(TypeOps<TensorType::kBF16>{}); return true;
-    case TensorType::kQ8_0: f(TypeOps<TensorType::kQ8_0>{}); return true;
-    case TensorType::kQ2_K: f(TypeOps<TensorType::kQ2_K>{}); return true;
-    case TensorType::kQ4_K: f(TypeOps<TensorType::kQ4_K>{}); return true;
-    case TensorType::kIQ2_XXS: f(TypeOps<TensorType::kIQ2_XXS>{}); return true;
-    case TensorType::kMXFP4: f(TypeOps<TensorType::kMXFP4>{}); return true;
-    case TensorType::kQ4_0_ROCMFP4: f(TypeOps<TensorType::kQ4_0_ROCMFP4>{}); return true;
-    case TensorType::kQ4_0_ROCMFP4_FAST: f(TypeOps<TensorType::kQ4_0_ROCMFP4_FAST>{}); return true;
-    case TensorType::kQ6_0_ROCMFPX: f(TypeOps<TensorType::kQ6_0_ROCMFPX>{}); return true;
-    case TensorType::kQ8_0_ROCMFPX: f(TypeOps<TensorType::kQ8_0_ROCMFPX>{}); return true;
-    case TensorType::kQ3_0_ROCMFPX: f(TypeOps<TensorType::kQ3_0_ROCMFPX>{}); return true;
-    case TensorType::kQ2_0_ROCMFP2: f(TypeOps<TensorType::kQ2_0_ROCMFP2>{}); return true;
-    default: return false;
-  }
-}
-
 // --- activation quantizers ------------------------------------------------------------------------
-
-// ActOps<F>::kBytes: bytes of one activation block (numerics/blocks.h).
-template <ActFormat F>
-struct ActOps;
-template <>
-struct ActOps<ActFormat::kQ8_0> {
-  static constexpr int kBytes = sizeof(BlockQ8_0Act);
-};
-template <>
-struct ActOps<ActFormat::kQ8_K> {
-  static constexpr int kBytes = sizeof(BlockQ8_K);
-};
 
 // One warp per activation block (numerics/quant_ref.h's quantize_act_q8_0_block and
 // quantize_act_q8_k_block, which one thread per block would walk serially: a decode row of 4096 is
@@ -381,7 +124,6 @@ __global__ void act_quant_q8_k_warp_kernel(const float* x, int64_t x_stride, int
 // b ≡ l (mod 32). A block's v_b is computed by one lane (kLanes = 1) or by kLanes lanes that split its
 // exact integer sums and combine them with xor-shuffles (order-free integers) before the one float
 // finish; v_b is then shuffled to lane b mod 32. The warp's shuffle-down 16…1 is Partials32::reduce.
-constexpr int kProductWarps = 8;   // output rows per CTA
 constexpr int kProductTile = 8;    // activation rows per warp (dense products)
 
 template <typename Ops, int kTile>
@@ -519,243 +261,6 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_kernel(ProductArgs
   }
 }
 
-// One activation row × float weights with long rows (decode: the HC mixes over 16384 inputs, the
-// router and the compressor projections over 4096): one CTA of kLongThreads per output row. The row
-// streams through shared memory kLongStage elements at a time; every thread loads its share of the next
-// stage (x as float4, the weight as 16-byte words widened by Ops::unpack) into registers while warp 0
-// runs the 32 lane chains over the current one (lane l: elements l, l+32, … in order, numerics/dot.h's
-// order, then the shuffle tree): one memory latency per 4096 elements instead of per 512, and every
-// CTA's loads in flight together. Needs 16-byte aligned x and weight rows and in % kLongStage == 0.
-constexpr int kLongStage = 4096;
-constexpr int kLongThreads = 256;
-
-template <typename Ops>
-__global__ void __launch_bounds__(kLongThreads) product_long_row_kernel(ProductArgs a) {
-  static_assert(Ops::kLanes == 0, "float weights only");
-  constexpr int kXLoads = kLongStage / 4 / kLongThreads;         // float4 per thread per stage
-  constexpr int kWLoads = kLongStage / Ops::kVec / kLongThreads;  // 16-byte weight words per thread
-  __shared__ __align__(16) float xs[kLongStage];
-  __shared__ __align__(16) float ws[kLongStage];
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
-  const int64_t o = blockIdx.x;
-  const auto* x4 = static_cast<const float4*>(a.act);
-  const auto* w4 = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes);
-  const int64_t stages = a.in / kLongStage;
-  float4 xr[kXLoads];
-  uint4 wr[kWLoads];
-  auto fetch = [&](int64_t s) {
-#pragma unroll
-    for (int k = 0; k < kXLoads; ++k) xr[k] = __ldg(x4 + s * (kLongStage / 4) + tid + k * kLongThreads);
-#pragma unroll
-    for (int k = 0; k < kWLoads; ++k) wr[k] = __ldcs(w4 + s * (kLongStage / Ops::kVec) + tid + k * kLongThreads);
-  };
-  fetch(0);
-  float p = 0.0f;
-  for (int64_t s = 0; s < stages; ++s) {
-#pragma unroll
-    for (int k = 0; k < kXLoads; ++k) *reinterpret_cast<float4*>(&xs[4 * (tid + k * kLongThreads)]) = xr[k];
-#pragma unroll
-    for (int k = 0; k < kWLoads; ++k) Ops::unpack(wr[k], &ws[Ops::kVec * (tid + k * kLongThreads)]);
-    __syncthreads();
-    if (s + 1 < stages) fetch(s + 1);  // in flight while warp 0 folds this stage
-    if (tid < 32) {
-      constexpr int kBatch = 16;
-      for (int j = lane; j < kLongStage; j += 32 * kBatch) {
-        float wv[kBatch], xv[kBatch];
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-          wv[k] = ws[j + 32 * k];
-          xv[k] = xs[j + 32 * k];
-        }
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) p = hd::fma(wv[k], xv[k], p);
-      }
-    }
-    __syncthreads();  // the stage is overwritten next
-  }
-  if (tid < 32) {
-    for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
-    if (lane == 0) a.y[o] = p;
-  }
-}
-
-// The same for rows that fit whole in (dynamic) shared memory (x as floats, the weight row as its raw
-// bytes): every thread issues all its loads at once, so a row costs one memory latency, then warp 0
-// runs the lane chains (weights widened from shared memory as they are used). Same bits as above.
-constexpr int64_t kWholeRowMaxBytes = 112 * 1024;
-
-template <typename Ops>
-__global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(ProductArgs a) {
-  static_assert(Ops::kLanes == 0, "float weights only");
-  extern __shared__ __align__(16) unsigned char whole_smem[];
-  float* xs = reinterpret_cast<float*>(whole_smem);
-  uint8_t* ws = whole_smem + a.in * 4;
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
-  const int64_t o = blockIdx.x;
-  const auto* x4 = static_cast<const float4*>(a.act);
-  const auto* w4 = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes);
-  const int nx = static_cast<int>(a.in / 4), nw = static_cast<int>(a.in * Ops::kBlockBytes / 16);
-  constexpr int kBatch = 8;
-  for (int q0 = tid; q0 < nx; q0 += kLongThreads * kBatch) {
-    float4 v[kBatch];
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k)
-      if (q0 + k * kLongThreads < nx) v[k] = __ldg(x4 + q0 + k * kLongThreads);
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k)
-      if (q0 + k * kLongThreads < nx) reinterpret_cast<float4*>(xs)[q0 + k * kLongThreads] = v[k];
-  }
-  for (int q0 = tid; q0 < nw; q0 += kLongThreads * kBatch) {
-    uint4 v[kBatch];
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k)
-      if (q0 + k * kLongThreads < nw) v[k] = __ldcs(w4 + q0 + k * kLongThreads);
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k)
-      if (q0 + k * kLongThreads < nw) reinterpret_cast<uint4*>(ws)[q0 + k * kLongThreads] = v[k];
-  }
-  __syncthreads();
-  if (tid >= 32) return;
-  const int n = static_cast<int>(a.in);
-  float p = 0.0f;
-  constexpr int kChain = 16;
-  int j = lane;
-  for (; j + 32 * (kChain - 1) < n; j += 32 * kChain) {
-    float wv[kChain], xv[kChain];
-#pragma unroll
-    for (int k = 0; k < kChain; ++k) {
-      wv[k] = Ops::load(ws, j + 32 * k);
-      xv[k] = xs[j + 32 * k];
-    }
-#pragma unroll
-    for (int k = 0; k < kChain; ++k) p = hd::fma(wv[k], xv[k], p);
-  }
-  for (; j < n; j += 32) p = hd::fma(Ops::load(ws, j), xs[j], p);
-  for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
-  if (lane == 0) a.y[o] = p;
-}
-
-// Routed experts of the K/IQ types (moe's pairs: expert ids, kLanes > 1): a CTA's warps are output rows
-// of one pair, so the CTA copies that pair's activation row (and the IQ2_XXS tables) into shared memory
-// once and every warp reads them there instead of each warp re-reading them through L1. The chunk loop
-// is product_rows's (same lanes, same partial order, same bits).
-constexpr int64_t kRoutedActMax = 8192;  // activation bytes of one row held in shared memory
-
-// Whether Ops decodes through the IQ2_XXS tables (part_with).
-template <typename Ops>
-constexpr bool has_tables() {
-  if constexpr (requires { Ops::kHasTables; })
-    return Ops::kHasTables;
-  else
-    return false;
-}
-
-template <typename Ops>
-__global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(ProductArgs a) {
-  static_assert(Ops::kLanes > 1, "K/IQ types");
-  constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
-  constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
-  __shared__ __align__(16) uint8_t act_s[kRoutedActMax];
-  __shared__ Iq2xxsDeviceTables tab_s;
-  constexpr bool kTables = has_tables<Ops>();
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid / 32;
-  const int64_t o = blockIdx.x * static_cast<int64_t>(kProductWarps) + warp;
-  const int64_t nb = a.in / Ops::kBlock, act_bytes = nb * kActBytes;
-  if constexpr (kTables) {
-    for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];
-    for (int i = tid; i < 128; i += blockDim.x) tab_s.signs[i] = d_iq2xxs.signs[i];
-  }
-  const uint8_t* wz = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1);
-  float* yz = blockIdx.z == 0 ? a.y : a.y_z1;
-  for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
-    const uint8_t* src = static_cast<const uint8_t*>(a.act) + (r / a.act_div) * a.act_stride;
-    if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && act_bytes % 16 == 0) {
-      for (int64_t q = tid; q < act_bytes / 16; q += blockDim.x)
-        reinterpret_cast<uint4*>(act_s)[q] = __ldg(reinterpret_cast<const uint4*>(src) + q);
-    } else {
-      for (int64_t q = tid; q < act_bytes; q += blockDim.x) act_s[q] = src[q];
-    }
-    __syncthreads();
-    const int32_t e = a.ids[(r / a.id_k) * a.id_stride + r % a.id_k];
-    if (o < a.out) {
-      if (e < 0 || e >= a.n_expert) {
-        if (lane == 0) yz[r * a.y_stride + o] = nan_f32();
-      } else {
-        const uint8_t* w = wz + e * a.expert_bytes + o * a.w_row_bytes;
-        const int sub = lane % kL;
-        float p = 0.0f;
-        for (int64_t b0 = 0; b0 < nb; b0 += kPerChunk) {
-          const int64_t b = b0 + lane / kL;
-          const int rel = lane - static_cast<int>(b0 % 32);
-          const bool mine = rel >= 0 && rel < kPerChunk && b0 + rel < nb;
-          typename Ops::Isum is{};
-          if (b < nb) {
-            if constexpr (kTables)
-              is = Ops::part_with(w + b * Ops::kBlockBytes, act_s + b * kActBytes, sub, tab_s);
-            else
-              is = Ops::part(w + b * Ops::kBlockBytes, act_s + b * kActBytes, sub);
-          }
-          for (int m = 1; m < kL; m <<= 1) is = Ops::add(is, Ops::shfl_xor(is, m));
-          const float v = b < nb ? Ops::finish(w + b * Ops::kBlockBytes, act_s + b * kActBytes, is) : 0.0f;
-          const float vb = __shfl_sync(0xffffffffu, v, mine ? rel * kL : 0);
-          if (mine) p = p + vb;
-        }
-        for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
-        if (lane == 0) yz[r * a.y_stride + o] = p;
-      }
-    }
-    __syncthreads();  // act_s is refilled for the next pair
-  }
-}
-
-// One activation row × quantized weights with few output rows (decode's q_a, kv, W_oa groups, W_ob, the
-// shared expert): kSplit warps share an output row so that enough warps stream the weights. Warp `part`
-// of a row computes the block values of chunks part, part + kSplit, … (a chunk = the 32 blocks one
-// warp-iteration of product_rows covers, or kPerChunk super-blocks for the K/IQ types) into shared
-// memory; then the row's first warp adds them lane by lane in block order (lane l: blocks l, l+32, …
-// from 0, one plain add each, exactly product_rows's partials) and runs the shuffle tree: the bits of
-// product_rows, whose lanes add the same values in the same order.
-constexpr int kSplitMaxBlocks = 1024;  // blocks per row this kernel holds in shared memory
-
-template <typename Ops, int kSplit>
-__global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(ProductArgs a) {
-  static_assert(Ops::kLanes > 0 && kProductWarps % kSplit == 0, "quantized weights; warps divide into rows");
-  constexpr int kRows = kProductWarps / kSplit;
-  __shared__ float vals[kRows][kSplitMaxBlocks];
-  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
-  const int slot = warp / kSplit, part = warp % kSplit;
-  const int64_t o = blockIdx.x * static_cast<int64_t>(kRows) + slot;
-  const int64_t nb = a.in / Ops::kBlock;
-  constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
-  const uint8_t* act =
-      static_cast<const uint8_t*>(a.act) + (a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0);
-  if (o < a.out) {
-    const uint8_t* w = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1) + o * a.w_row_bytes;
-    if constexpr (Ops::kLanes == 1) {
-#pragma unroll 4
-      for (int64_t b = 32 * part + lane; b < nb; b += 32 * kSplit)
-        vals[slot][b] = Ops::block_dot(w + b * Ops::kBlockBytes, act + b * kActBytes);
-      // (blocks past nb in the last chunk: nothing to compute)
-    } else {
-      constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
-      const int sub = lane % kL;
-      for (int64_t b0 = static_cast<int64_t>(part) * kPerChunk; b0 < nb; b0 += static_cast<int64_t>(kPerChunk) * kSplit) {
-        const int64_t b = b0 + lane / kL;
-        typename Ops::Isum s{};
-        if (b < nb) s = Ops::part(w + b * Ops::kBlockBytes, act + b * kActBytes, sub);
-        for (int m = 1; m < kL; m <<= 1) s = Ops::add(s, Ops::shfl_xor(s, m));
-        if (b < nb && sub == 0) vals[slot][b] = Ops::finish(w + b * Ops::kBlockBytes, act + b * kActBytes, s);
-      }
-    }
-  }
-  __syncthreads();
-  if (part != 0 || o >= a.out) return;
-  float p = 0.0f;
-  for (int64_t b = lane; b < nb; b += 32) p = p + vals[slot][b];
-  for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
-  if (lane == 0) (blockIdx.z == 0 ? a.y : a.y_z1)[o] = p;
-}
-
 // --- embed ---------------------------------------------------------------------------------------------
 
 template <typename Ops>
@@ -876,50 +381,8 @@ void enqueue_product(CudaBackend& be, const ProductArgs& a) {
   const int64_t groups = (a.rows + tile - 1) / tile;
   const dim3 grid(static_cast<unsigned>(blocks_for(a.out, kProductWarps)),
                   static_cast<unsigned>(groups < kMaxGridY ? groups : kMaxGridY), pair ? 2u : 1u);
-  // One activation row of float weights with long aligned rows: a CTA per output row (above).
-  const bool long_row = a.rows == 1 && a.ids == nullptr && a.act_group_rows == 0 && a.in >= kLongStage && a.in % kLongStage == 0 &&
-                        reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.w_row_bytes % 16 == 0 &&
-                        reinterpret_cast<uintptr_t>(a.act) % 16 == 0 && a.out <= INT32_MAX;
+  if (detail::enqueue_decode_product(be, a, grid)) return;  // matmul_decode.cu
   const bool known = dispatch_type(a.type, [&](auto ops) {
-    if constexpr (decltype(ops)::kLanes == 0) {
-      using Ops = decltype(ops);
-      const int64_t whole_bytes = a.in * (4 + Ops::kBlockBytes);
-      if (long_row && whole_bytes <= kWholeRowMaxBytes) {
-        static const cudaError_t attr = cudaFuncSetAttribute(
-            product_whole_row_kernel<Ops>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWholeRowMaxBytes));
-        if (attr != cudaSuccess) return be.check(attr, "cudaFuncSetAttribute (product_whole_row_kernel)");
-        be.launch("product_whole_row_kernel", product_whole_row_kernel<Ops>, static_cast<unsigned>(a.out), kLongThreads,
-                  static_cast<size_t>(whole_bytes), a);
-        return;
-      }
-      if (long_row) {
-        be.launch("product_long_row_kernel", product_long_row_kernel<decltype(ops)>, static_cast<unsigned>(a.out),
-                  kLongThreads, 0, a);
-        return;
-      }
-    }
-    if constexpr (decltype(ops)::kLanes > 1) {
-      using Ops = decltype(ops);
-      if (a.ids != nullptr && a.in / Ops::kBlock * ActOps<Ops::kAct>::kBytes <= kRoutedActMax) {
-        be.launch("product_routed_kernel", product_routed_kernel<Ops>, grid, 32 * kProductWarps, 0, a);
-        return;
-      }
-    }
-    if constexpr (decltype(ops)::kLanes > 0) {
-      // Few output rows of one activation row: split each row over several warps (above) so that at
-      // least ~32 warps per SM stream the weights, as far as the row's chunks allow.
-      const int64_t per_chunk = decltype(ops)::kLanes == 1 ? 32 : 32 / decltype(ops)::kLanes;
-      const int64_t nb = a.in / decltype(ops)::kBlock, chunks = (nb + per_chunk - 1) / per_chunk;
-      int split = 1;
-      while (split < kProductWarps && split * 2 <= chunks && a.out * split < 32 * be.sm_count()) split *= 2;
-      if (a.rows == 1 && a.ids == nullptr && split > 1 && nb <= kSplitMaxBlocks) {
-        const dim3 g(static_cast<unsigned>(blocks_for(a.out, kProductWarps / split)), 1u, pair ? 2u : 1u);
-        if (split == 2) be.launch("product_split_kernel<2>", product_split_kernel<decltype(ops), 2>, g, 32 * kProductWarps, 0, a);
-        else if (split == 4) be.launch("product_split_kernel<4>", product_split_kernel<decltype(ops), 4>, g, 32 * kProductWarps, 0, a);
-        else be.launch("product_split_kernel<8>", product_split_kernel<decltype(ops), 8>, g, 32 * kProductWarps, 0, a);
-        return;
-      }
-    }
     if (tiled)
       be.launch("product_kernel (tiled)", product_kernel<decltype(ops), kProductTile>, grid, 32 * kProductWarps, 0, a);
     else

@@ -2,7 +2,8 @@
 // int8 products per instruction) instead of numerics/quant_ref*.h's byte-at-a-time loops. Integer
 // sums are order-free, so these are the same integers as the scalar references; the float parts stay
 // the references' own (q8_0_finish, q2_k_finish, iq2_xxs_finish). The conformance suite compares every
-// product with the scalar reference at zero bits. Included by matmul.cu only.
+// product with the scalar reference at zero bits. Included by matmul_types.cuh only (the TypeOps table
+// of matmul.cu and matmul_decode.cu).
 //
 // Alignment: activations are this backend's own scratch (BlockQ8_0Act / BlockQ8_K rows, qs 4-byte
 // aligned); Q8_0 and IQ2_XXS weights are read as 16-bit words (their blocks are 2-byte aligned);

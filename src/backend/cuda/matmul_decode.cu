@@ -1,0 +1,330 @@
+// backend/cuda/matmul_decode.cu — the decode forms of the weight × activation product (one activation
+// row, or moe's routed pairs), and the host-side choice among them (detail::enqueue_decode_product,
+// called by matmul.cu's enqueue_product before it falls back to the general product_kernel).
+//
+// Decomposition:
+//   long row:   one row of float weights with long aligned rows: a CTA of 256 per output row, staged
+//               4096 elements at a time with the next stage's loads in flight.
+//   whole row:  the same when x and the weight row fit whole in dynamic shared memory (one latency).
+//   routed:     K/IQ experts of moe's pairs: the pair's activation row (and the IQ2_XXS tables) in
+//               shared memory once per CTA.
+//   split:      few output rows of one quantized activation row: several warps per output row.
+// Every form computes the bits of product_kernel (matmul.cu): the same lane partials in the same
+// order, then the same shuffle tree (the comments at each kernel say how).
+//
+// Own file: the kernels are launched only from here (CudaBackend::launch needs the kernel symbol in
+// the launching translation unit, and the cudaFuncSetAttribute for the whole-row form's dynamic shared
+// memory stays with its kernel); the per-type table they specialise over is matmul_types.cuh.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/matmul.cuh"
+#include "backend/cuda/matmul_types.cuh"
+#include "numerics/hd.h"
+
+namespace dsv4::cuda {
+
+namespace {
+
+using namespace detail;
+
+// One activation row × float weights with long rows (decode: the HC mixes over 16384 inputs, the
+// router and the compressor projections over 4096): one CTA of kLongThreads per output row. The row
+// streams through shared memory kLongStage elements at a time; every thread loads its share of the next
+// stage (x as float4, the weight as 16-byte words widened by Ops::unpack) into registers while warp 0
+// runs the 32 lane chains over the current one (lane l: elements l, l+32, … in order, numerics/dot.h's
+// order, then the shuffle tree): one memory latency per 4096 elements instead of per 512, and every
+// CTA's loads in flight together. Needs 16-byte aligned x and weight rows and in % kLongStage == 0.
+constexpr int kLongStage = 4096;
+constexpr int kLongThreads = 256;
+
+template <typename Ops>
+__global__ void __launch_bounds__(kLongThreads) product_long_row_kernel(ProductArgs a) {
+  static_assert(Ops::kLanes == 0, "float weights only");
+  constexpr int kXLoads = kLongStage / 4 / kLongThreads;         // float4 per thread per stage
+  constexpr int kWLoads = kLongStage / Ops::kVec / kLongThreads;  // 16-byte weight words per thread
+  __shared__ __align__(16) float xs[kLongStage];
+  __shared__ __align__(16) float ws[kLongStage];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  const int64_t o = blockIdx.x;
+  const auto* x4 = static_cast<const float4*>(a.act);
+  const auto* w4 = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes);
+  const int64_t stages = a.in / kLongStage;
+  float4 xr[kXLoads];
+  uint4 wr[kWLoads];
+  auto fetch = [&](int64_t s) {
+#pragma unroll
+    for (int k = 0; k < kXLoads; ++k) xr[k] = __ldg(x4 + s * (kLongStage / 4) + tid + k * kLongThreads);
+#pragma unroll
+    for (int k = 0; k < kWLoads; ++k) wr[k] = __ldcs(w4 + s * (kLongStage / Ops::kVec) + tid + k * kLongThreads);
+  };
+  fetch(0);
+  float p = 0.0f;
+  for (int64_t s = 0; s < stages; ++s) {
+#pragma unroll
+    for (int k = 0; k < kXLoads; ++k) *reinterpret_cast<float4*>(&xs[4 * (tid + k * kLongThreads)]) = xr[k];
+#pragma unroll
+    for (int k = 0; k < kWLoads; ++k) Ops::unpack(wr[k], &ws[Ops::kVec * (tid + k * kLongThreads)]);
+    __syncthreads();
+    if (s + 1 < stages) fetch(s + 1);  // in flight while warp 0 folds this stage
+    if (tid < 32) {
+      constexpr int kBatch = 16;
+      for (int j = lane; j < kLongStage; j += 32 * kBatch) {
+        float wv[kBatch], xv[kBatch];
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          wv[k] = ws[j + 32 * k];
+          xv[k] = xs[j + 32 * k];
+        }
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) p = hd::fma(wv[k], xv[k], p);
+      }
+    }
+    __syncthreads();  // the stage is overwritten next
+  }
+  if (tid < 32) {
+    for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
+    if (lane == 0) a.y[o] = p;
+  }
+}
+
+// The same for rows that fit whole in (dynamic) shared memory (x as floats, the weight row as its raw
+// bytes): every thread issues all its loads at once, so a row costs one memory latency, then warp 0
+// runs the lane chains (weights widened from shared memory as they are used). Same bits as above.
+constexpr int64_t kWholeRowMaxBytes = 112 * 1024;
+
+template <typename Ops>
+__global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(ProductArgs a) {
+  static_assert(Ops::kLanes == 0, "float weights only");
+  extern __shared__ __align__(16) unsigned char whole_smem[];
+  float* xs = reinterpret_cast<float*>(whole_smem);
+  uint8_t* ws = whole_smem + a.in * 4;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  const int64_t o = blockIdx.x;
+  const auto* x4 = static_cast<const float4*>(a.act);
+  const auto* w4 = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes);
+  const int nx = static_cast<int>(a.in / 4), nw = static_cast<int>(a.in * Ops::kBlockBytes / 16);
+  constexpr int kBatch = 8;
+  for (int q0 = tid; q0 < nx; q0 += kLongThreads * kBatch) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (q0 + k * kLongThreads < nx) v[k] = __ldg(x4 + q0 + k * kLongThreads);
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (q0 + k * kLongThreads < nx) reinterpret_cast<float4*>(xs)[q0 + k * kLongThreads] = v[k];
+  }
+  for (int q0 = tid; q0 < nw; q0 += kLongThreads * kBatch) {
+    uint4 v[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (q0 + k * kLongThreads < nw) v[k] = __ldcs(w4 + q0 + k * kLongThreads);
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k)
+      if (q0 + k * kLongThreads < nw) reinterpret_cast<uint4*>(ws)[q0 + k * kLongThreads] = v[k];
+  }
+  __syncthreads();
+  if (tid >= 32) return;
+  const int n = static_cast<int>(a.in);
+  float p = 0.0f;
+  constexpr int kChain = 16;
+  int j = lane;
+  for (; j + 32 * (kChain - 1) < n; j += 32 * kChain) {
+    float wv[kChain], xv[kChain];
+#pragma unroll
+    for (int k = 0; k < kChain; ++k) {
+      wv[k] = Ops::load(ws, j + 32 * k);
+      xv[k] = xs[j + 32 * k];
+    }
+#pragma unroll
+    for (int k = 0; k < kChain; ++k) p = hd::fma(wv[k], xv[k], p);
+  }
+  for (; j < n; j += 32) p = hd::fma(Ops::load(ws, j), xs[j], p);
+  for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
+  if (lane == 0) a.y[o] = p;
+}
+
+// Routed experts of the K/IQ types (moe's pairs: expert ids, kLanes > 1): a CTA's warps are output rows
+// of one pair, so the CTA copies that pair's activation row (and the IQ2_XXS tables) into shared memory
+// once and every warp reads them there instead of each warp re-reading them through L1. The chunk loop
+// is product_rows's (same lanes, same partial order, same bits).
+constexpr int64_t kRoutedActMax = 8192;  // activation bytes of one row held in shared memory
+
+// Whether Ops decodes through the IQ2_XXS tables (part_with).
+template <typename Ops>
+constexpr bool has_tables() {
+  if constexpr (requires { Ops::kHasTables; })
+    return Ops::kHasTables;
+  else
+    return false;
+}
+
+template <typename Ops>
+__global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(ProductArgs a) {
+  static_assert(Ops::kLanes > 1, "K/IQ types");
+  constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
+  constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
+  __shared__ __align__(16) uint8_t act_s[kRoutedActMax];
+  __shared__ Iq2xxsDeviceTables tab_s;
+  constexpr bool kTables = has_tables<Ops>();
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid / 32;
+  const int64_t o = blockIdx.x * static_cast<int64_t>(kProductWarps) + warp;
+  const int64_t nb = a.in / Ops::kBlock, act_bytes = nb * kActBytes;
+  if constexpr (kTables) {
+    for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];
+    for (int i = tid; i < 128; i += blockDim.x) tab_s.signs[i] = d_iq2xxs.signs[i];
+  }
+  const uint8_t* wz = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1);
+  float* yz = blockIdx.z == 0 ? a.y : a.y_z1;
+  for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
+    const uint8_t* src = static_cast<const uint8_t*>(a.act) + (r / a.act_div) * a.act_stride;
+    if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && act_bytes % 16 == 0) {
+      for (int64_t q = tid; q < act_bytes / 16; q += blockDim.x)
+        reinterpret_cast<uint4*>(act_s)[q] = __ldg(reinterpret_cast<const uint4*>(src) + q);
+    } else {
+      for (int64_t q = tid; q < act_bytes; q += blockDim.x) act_s[q] = src[q];
+    }
+    __syncthreads();
+    const int32_t e = a.ids[(r / a.id_k) * a.id_stride + r % a.id_k];
+    if (o < a.out) {
+      if (e < 0 || e >= a.n_expert) {
+        if (lane == 0) yz[r * a.y_stride + o] = nan_f32();
+      } else {
+        const uint8_t* w = wz + e * a.expert_bytes + o * a.w_row_bytes;
+        const int sub = lane % kL;
+        float p = 0.0f;
+        for (int64_t b0 = 0; b0 < nb; b0 += kPerChunk) {
+          const int64_t b = b0 + lane / kL;
+          const int rel = lane - static_cast<int>(b0 % 32);
+          const bool mine = rel >= 0 && rel < kPerChunk && b0 + rel < nb;
+          typename Ops::Isum is{};
+          if (b < nb) {
+            if constexpr (kTables)
+              is = Ops::part_with(w + b * Ops::kBlockBytes, act_s + b * kActBytes, sub, tab_s);
+            else
+              is = Ops::part(w + b * Ops::kBlockBytes, act_s + b * kActBytes, sub);
+          }
+          for (int m = 1; m < kL; m <<= 1) is = Ops::add(is, Ops::shfl_xor(is, m));
+          const float v = b < nb ? Ops::finish(w + b * Ops::kBlockBytes, act_s + b * kActBytes, is) : 0.0f;
+          const float vb = __shfl_sync(0xffffffffu, v, mine ? rel * kL : 0);
+          if (mine) p = p + vb;
+        }
+        for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
+        if (lane == 0) yz[r * a.y_stride + o] = p;
+      }
+    }
+    __syncthreads();  // act_s is refilled for the next pair
+  }
+}
+
+// One activation row × quantized weights with few output rows (decode's q_a, kv, W_oa groups, W_ob, the
+// shared expert): kSplit warps share an output row so that enough warps stream the weights. Warp `part`
+// of a row computes the block values of chunks part, part + kSplit, … (a chunk = the 32 blocks one
+// warp-iteration of product_rows covers, or kPerChunk super-blocks for the K/IQ types) into shared
+// memory; then the row's first warp adds them lane by lane in block order (lane l: blocks l, l+32, …
+// from 0, one plain add each, exactly product_rows's partials) and runs the shuffle tree: the bits of
+// product_rows, whose lanes add the same values in the same order.
+constexpr int kSplitMaxBlocks = 1024;  // blocks per row this kernel holds in shared memory
+
+template <typename Ops, int kSplit>
+__global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(ProductArgs a) {
+  static_assert(Ops::kLanes > 0 && kProductWarps % kSplit == 0, "quantized weights; warps divide into rows");
+  constexpr int kRows = kProductWarps / kSplit;
+  __shared__ float vals[kRows][kSplitMaxBlocks];
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
+  const int slot = warp / kSplit, part = warp % kSplit;
+  const int64_t o = blockIdx.x * static_cast<int64_t>(kRows) + slot;
+  const int64_t nb = a.in / Ops::kBlock;
+  constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
+  const uint8_t* act =
+      static_cast<const uint8_t*>(a.act) + (a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0);
+  if (o < a.out) {
+    const uint8_t* w = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1) + o * a.w_row_bytes;
+    if constexpr (Ops::kLanes == 1) {
+#pragma unroll 4
+      for (int64_t b = 32 * part + lane; b < nb; b += 32 * kSplit)
+        vals[slot][b] = Ops::block_dot(w + b * Ops::kBlockBytes, act + b * kActBytes);
+      // (blocks past nb in the last chunk: nothing to compute)
+    } else {
+      constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
+      const int sub = lane % kL;
+      for (int64_t b0 = static_cast<int64_t>(part) * kPerChunk; b0 < nb; b0 += static_cast<int64_t>(kPerChunk) * kSplit) {
+        const int64_t b = b0 + lane / kL;
+        typename Ops::Isum s{};
+        if (b < nb) s = Ops::part(w + b * Ops::kBlockBytes, act + b * kActBytes, sub);
+        for (int m = 1; m < kL; m <<= 1) s = Ops::add(s, Ops::shfl_xor(s, m));
+        if (b < nb && sub == 0) vals[slot][b] = Ops::finish(w + b * Ops::kBlockBytes, act + b * kActBytes, s);
+      }
+    }
+  }
+  __syncthreads();
+  if (part != 0 || o >= a.out) return;
+  float p = 0.0f;
+  for (int64_t b = lane; b < nb; b += 32) p = p + vals[slot][b];
+  for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
+  if (lane == 0) (blockIdx.z == 0 ? a.y : a.y_z1)[o] = p;
+}
+
+}  // namespace
+
+namespace detail {
+
+bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
+  const bool pair = a.w_z1 != nullptr;
+  // One activation row of float weights with long aligned rows: a CTA per output row (above).
+  const bool long_row = a.rows == 1 && a.ids == nullptr && a.act_group_rows == 0 && a.in >= kLongStage && a.in % kLongStage == 0 &&
+                        reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.w_row_bytes % 16 == 0 &&
+                        reinterpret_cast<uintptr_t>(a.act) % 16 == 0 && a.out <= INT32_MAX;
+  bool handled = false;
+  dispatch_type(a.type, [&](auto ops) {
+    if constexpr (decltype(ops)::kLanes == 0) {
+      using Ops = decltype(ops);
+      const int64_t whole_bytes = a.in * (4 + Ops::kBlockBytes);
+      if (long_row && whole_bytes <= kWholeRowMaxBytes) {
+        handled = true;
+        static const cudaError_t attr = cudaFuncSetAttribute(
+            product_whole_row_kernel<Ops>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWholeRowMaxBytes));
+        if (attr != cudaSuccess) return be.check(attr, "cudaFuncSetAttribute (product_whole_row_kernel)");
+        be.launch("product_whole_row_kernel", product_whole_row_kernel<Ops>, static_cast<unsigned>(a.out), kLongThreads,
+                  static_cast<size_t>(whole_bytes), a);
+        return;
+      }
+      if (long_row) {
+        handled = true;
+        be.launch("product_long_row_kernel", product_long_row_kernel<decltype(ops)>, static_cast<unsigned>(a.out),
+                  kLongThreads, 0, a);
+        return;
+      }
+    }
+    if constexpr (decltype(ops)::kLanes > 1) {
+      using Ops = decltype(ops);
+      if (a.ids != nullptr && a.in / Ops::kBlock * ActOps<Ops::kAct>::kBytes <= kRoutedActMax) {
+        handled = true;
+        be.launch("product_routed_kernel", product_routed_kernel<Ops>, grid, 32 * kProductWarps, 0, a);
+        return;
+      }
+    }
+    if constexpr (decltype(ops)::kLanes > 0) {
+      // Few output rows of one activation row: split each row over several warps (above) so that at
+      // least ~32 warps per SM stream the weights, as far as the row's chunks allow.
+      const int64_t per_chunk = decltype(ops)::kLanes == 1 ? 32 : 32 / decltype(ops)::kLanes;
+      const int64_t nb = a.in / decltype(ops)::kBlock, chunks = (nb + per_chunk - 1) / per_chunk;
+      int split = 1;
+      while (split < kProductWarps && split * 2 <= chunks && a.out * split < 32 * be.sm_count()) split *= 2;
+      if (a.rows == 1 && a.ids == nullptr && split > 1 && nb <= kSplitMaxBlocks) {
+        handled = true;
+        const dim3 g(static_cast<unsigned>(blocks_for(a.out, kProductWarps / split)), 1u, pair ? 2u : 1u);
+        if (split == 2) be.launch("product_split_kernel<2>", product_split_kernel<decltype(ops), 2>, g, 32 * kProductWarps, 0, a);
+        else if (split == 4) be.launch("product_split_kernel<4>", product_split_kernel<decltype(ops), 4>, g, 32 * kProductWarps, 0, a);
+        else be.launch("product_split_kernel<8>", product_split_kernel<decltype(ops), 8>, g, 32 * kProductWarps, 0, a);
+        return;
+      }
+    }
+  });
+  return handled;
+}
+
+}  // namespace detail
+
+}  // namespace dsv4::cuda

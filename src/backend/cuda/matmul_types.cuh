@@ -1,0 +1,308 @@
+// backend/cuda/matmul_types.cuh — the per-weight-type device operations of the products, shared by
+// matmul.cu (activation quantization, the general product, embed, dequantize) and matmul_decode.cu (the
+// one-activation-row decode forms): TypeOps<T>, ActOps<F>, dispatch_type, and the few pieces both
+// files' kernels and launchers use (nan_f32, blocks_for, kProductWarps). Included by .cu files only
+// (device code, -fmad=false).
+//
+// Decomposition:
+//   TypeOps<T>: kAct (activation format), kBlock / kBlockBytes (weight block), kLanes (0: float weights
+//               read element-wise; 1: one lane per block; 4: four lanes split a super-block's integer
+//               sums), the scalar vec_dot, the block dequantizer, and the per-form pieces (float
+//               load / unpack, block_dot, part / add / shfl_xor / finish) — numerics/quant_ref*.h's
+//               references, with quant_dots.cuh's dp4a integer sums where those are the same integers.
+//   ActOps<F>:  bytes of one activation block.
+//   dispatch_type: a runtime TensorType to its TypeOps (false for types without device kernels).
+//
+// Why a header: every product form (matmul.cu's product_kernel, matmul_decode.cu's split / long-row /
+// whole-row / routed kernels) is a specialisation over this one table, so both translation units
+// instantiate it; it lives in the named namespace dsv4::cuda::detail (an anonymous namespace would give
+// each file its own, differently named copy of every template).
+//
+// The IQ2_XXS tables (d_iq2xxs) are a `static __device__` variable on purpose: the library is built
+// without relocatable device code (CMakeLists.txt: CUDA_SEPARABLE_COMPILATION OFF), so each .cu is its
+// own device module and its kernels can only read a variable of that module. Every including .cu gets
+// its own statically initialised copy in its module image (as matmul.cu had before the split: no
+// runtime copy), and internal linkage keeps the host-side shadow symbols of the two copies apart.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/matmul.cuh"
+#include "backend/cuda/quant_dots.cuh"
+#include "numerics/blocks.h"
+#include "numerics/hd.h"
+#include "numerics/quant_ref.h"
+#include "numerics/quant_ref_iq2_xxs.h"
+#include "numerics/quant_ref_k.h"
+#include "numerics/quant_ref_mxfp4.h"
+#include "numerics/quant_ref_rocmfpx.h"
+
+namespace dsv4::cuda::detail {
+
+__device__ inline float nan_f32() { return hd::f32_from_bits(0x7fc00000u); }
+
+inline int64_t blocks_for(int64_t items, int threads) { return (items + threads - 1) / threads; }
+
+// Warps per CTA of every product form (matmul.cu's product_kernel, matmul_decode.cu's split and routed).
+constexpr int kProductWarps = 8;   // output rows per CTA
+
+// --- per-type device operations -------------------------------------------------------------------
+//
+// TypeOps<T>: kAct (activation format), kBlock (weight elements per block), kBlockBytes,
+// dot(n, w_row, act_row) = the scalar vec_dot, dequant_block(block, out) = kBlock floats.
+
+// The dots and dequantizers are numerics/quant_ref.h's scalar references (the CPU's vec_dot[0]).
+template <TensorType T>
+struct TypeOps;
+
+template <>
+struct TypeOps<TensorType::kF32> {
+  static constexpr ActFormat kAct = ActFormat::kF32;
+  static constexpr int kBlock = 1, kBlockBytes = 4;
+  static constexpr int kLanes = 0;  // element-wise fma (numerics/dot.h's order)
+  static constexpr int kVec = 4;     // elements per 16-byte load
+  __device__ static float load(const uint8_t* w, int64_t i) { return qref::load_f32(w, i); }
+  __device__ static void unpack(const uint4& v, float* out) {
+    out[0] = __uint_as_float(v.x);
+    out[1] = __uint_as_float(v.y);
+    out[2] = __uint_as_float(v.z);
+    out[3] = __uint_as_float(v.w);
+  }
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_f32(n, w, reinterpret_cast<const float*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) { out[0] = qref::load_f32(blk, 0); }
+};
+template <>
+struct TypeOps<TensorType::kF16> {
+  static constexpr ActFormat kAct = ActFormat::kF32;
+  static constexpr int kBlock = 1, kBlockBytes = 2;
+  static constexpr int kLanes = 0;
+  static constexpr int kVec = 8;
+  // cvt.f32.f16: IEEE's exact widening, the same number as numerics/half.h's f16_to_f32 for every
+  // input (a NaN stays a NaN, the contract's rule); the bit-twiddling reference is a slow branchy
+  // path on the device.
+  __device__ static float from_bits(uint32_t h) { return __half2float(__ushort_as_half(static_cast<unsigned short>(h))); }
+  __device__ static float load(const uint8_t* w, int64_t i) {
+    return from_bits(*reinterpret_cast<const unsigned short*>(w + 2 * i));
+  }
+  __device__ static void unpack(const uint4& v, float* out) {
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    for (int k = 0; k < 4; ++k) {
+      out[2 * k] = from_bits(words[k] & 0xffffu);
+      out[2 * k + 1] = from_bits(words[k] >> 16);
+    }
+  }
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_f16(n, w, reinterpret_cast<const float*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) { out[0] = qref::load_f16(blk, 0); }
+};
+template <>
+struct TypeOps<TensorType::kBF16> {
+  static constexpr ActFormat kAct = ActFormat::kF32;
+  static constexpr int kBlock = 1, kBlockBytes = 2;
+  static constexpr int kLanes = 0;
+  static constexpr int kVec = 8;
+  __device__ static float load(const uint8_t* w, int64_t i) { return qref::load_bf16(w, i); }
+  __device__ static void unpack(const uint4& v, float* out) {
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    for (int k = 0; k < 4; ++k) {
+      out[2 * k] = __uint_as_float(words[k] << 16);
+      out[2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
+    }
+  }
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_bf16(n, w, reinterpret_cast<const float*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) { out[0] = qref::load_bf16(blk, 0); }
+};
+template <>
+struct TypeOps<TensorType::kQ8_0> {
+  static constexpr ActFormat kAct = ActFormat::kQ8_0;
+  static constexpr int kBlock = 32, kBlockBytes = sizeof(BlockQ8_0);
+  static constexpr int kLanes = 1;  // one lane per block
+  __device__ static float block_dot(const uint8_t* w, const uint8_t* a) {
+    const auto& act = *reinterpret_cast<const BlockQ8_0Act*>(a);
+    return qref::q8_0_finish(*reinterpret_cast<const BlockQ8_0*>(w), act, qdot::q8_0_isum(w, act));
+  }
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_q8_0(n, reinterpret_cast<const BlockQ8_0*>(w), reinterpret_cast<const BlockQ8_0Act*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) {
+    qref::dequantize_block_q8_0(reinterpret_cast<const BlockQ8_0*>(blk), out);
+  }
+};
+template <>
+struct TypeOps<TensorType::kQ2_K> {
+  static constexpr ActFormat kAct = ActFormat::kQ8_K;
+  static constexpr int kBlock = 256, kBlockBytes = sizeof(BlockQ2_K);
+  static constexpr int kLanes = 4;  // four lanes per super-block: sub-blocks 4s … 4s+3
+  using Isum = qref::KQuantIsums;
+  __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
+    const auto& blk = *reinterpret_cast<const BlockQ2_K*>(w);
+    const auto& act = *reinterpret_cast<const BlockQ8_K*>(a);
+    if (reinterpret_cast<uintptr_t>(w) % 4 == 0) return qdot::q2_k_isums(blk, act, 4 * s, 4 * s + 4);
+    return qref::q2_k_isums(blk, act, 4 * s, 4 * s + 4);
+  }
+  __device__ static Isum add(Isum x, Isum y) { return {x.sc + y.sc, x.m + y.m}; }
+  __device__ static Isum shfl_xor(Isum x, int m) {
+    return {__shfl_xor_sync(0xffffffffu, x.sc, m), __shfl_xor_sync(0xffffffffu, x.m, m)};
+  }
+  __device__ static float finish(const uint8_t* w, const uint8_t* a, Isum s) {
+    return qref::q2_k_finish(*reinterpret_cast<const BlockQ2_K*>(w), *reinterpret_cast<const BlockQ8_K*>(a), s);
+  }
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_q2_k(n, reinterpret_cast<const BlockQ2_K*>(w), reinterpret_cast<const BlockQ8_K*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) {
+    qref::dequantize_block_q2_k(reinterpret_cast<const BlockQ2_K*>(blk), out);
+  }
+};
+template <>
+struct TypeOps<TensorType::kQ4_K> {
+  static constexpr ActFormat kAct = ActFormat::kQ8_K;
+  static constexpr int kBlock = 256, kBlockBytes = sizeof(BlockQ4_K);
+  static constexpr int kLanes = 4;  // sub-blocks 2s, 2s+1
+  using Isum = qref::KQuantIsums;
+  __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
+    return qref::q4_k_isums(*reinterpret_cast<const BlockQ4_K*>(w), *reinterpret_cast<const BlockQ8_K*>(a), 2 * s, 2 * s + 2);
+  }
+  __device__ static Isum add(Isum x, Isum y) { return {x.sc + y.sc, x.m + y.m}; }
+  __device__ static Isum shfl_xor(Isum x, int m) {
+    return {__shfl_xor_sync(0xffffffffu, x.sc, m), __shfl_xor_sync(0xffffffffu, x.m, m)};
+  }
+  __device__ static float finish(const uint8_t* w, const uint8_t* a, Isum s) {
+    return qref::q4_k_finish(*reinterpret_cast<const BlockQ4_K*>(w), *reinterpret_cast<const BlockQ8_K*>(a), s);
+  }
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_q4_k(n, reinterpret_cast<const BlockQ4_K*>(w), reinterpret_cast<const BlockQ8_K*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) {
+    qref::dequantize_block_q4_k(reinterpret_cast<const BlockQ4_K*>(blk), out);
+  }
+};
+template <>
+struct TypeOps<TensorType::kMXFP4> {
+  static constexpr ActFormat kAct = ActFormat::kQ8_0;
+  static constexpr int kBlock = 32, kBlockBytes = sizeof(BlockMxfp4);
+  static constexpr int kLanes = 1;
+  __device__ static float block_dot(const uint8_t* w, const uint8_t* a) {
+    return qref::dot_block_mxfp4(*reinterpret_cast<const BlockMxfp4*>(w), *reinterpret_cast<const BlockQ8_0Act*>(a));
+  }
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_mxfp4(n, reinterpret_cast<const BlockMxfp4*>(w), reinterpret_cast<const BlockQ8_0Act*>(act));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) {
+    qref::dequantize_block_mxfp4(reinterpret_cast<const BlockMxfp4*>(blk), out);
+  }
+};
+
+// IQ2_XXS grid and sign tables in device global memory, statically initialised from
+// numerics/iq2_xxs_grid.h's constexpr arrays (part of the module image: no runtime copy, every device;
+// one copy per including .cu: see the banner).
+struct Iq2xxsDeviceTables {
+  uint64_t grid[256];
+  uint8_t signs[128];
+};
+constexpr Iq2xxsDeviceTables make_iq2xxs_tables() {
+  Iq2xxsDeviceTables t{};
+  for (int i = 0; i < 256; ++i) t.grid[i] = qref::kIq2xxsGrid[i];
+  for (int i = 0; i < 128; ++i) t.signs[i] = qref::kIq2xxsSigns[i];
+  return t;
+}
+static __device__ const Iq2xxsDeviceTables d_iq2xxs = make_iq2xxs_tables();
+
+template <>
+struct TypeOps<TensorType::kIQ2_XXS> {
+  static constexpr ActFormat kAct = ActFormat::kQ8_K;
+  static constexpr int kBlock = 256, kBlockBytes = sizeof(BlockIq2Xxs);
+  static constexpr int kLanes = 4;  // groups 2s, 2s+1
+  __device__ static qref::Iq2xxsTables tables() { return {d_iq2xxs.grid, d_iq2xxs.signs}; }
+  using Isum = int32_t;
+  __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
+    return qdot::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a),
+                              d_iq2xxs.grid, d_iq2xxs.signs, 2 * s, 2 * s + 2);
+  }
+  // The same with the tables at `t` (a copy in shared memory).
+  static constexpr bool kHasTables = true;
+  __device__ static Isum part_with(const uint8_t* w, const uint8_t* a, int s, const Iq2xxsDeviceTables& t) {
+    return qdot::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a), t.grid,
+                              t.signs, 2 * s, 2 * s + 2);
+  }
+  __device__ static Isum add(Isum x, Isum y) { return x + y; }
+  __device__ static Isum shfl_xor(Isum x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }
+  __device__ static float finish(const uint8_t* w, const uint8_t* a, Isum s) {
+    return qref::iq2_xxs_finish(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a), s);
+  }
+  __device__ static float dot(int64_t n, const uint8_t* w, const uint8_t* act) {
+    return qref::vec_dot_iq2_xxs(n, reinterpret_cast<const BlockIq2Xxs*>(w), reinterpret_cast<const BlockQ8_K*>(act),
+                                 tables());
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) {
+    qref::dequantize_block_iq2_xxs(reinterpret_cast<const BlockIq2Xxs*>(blk), out, tables());
+  }
+};
+
+// lucebox's ROCmFPx family (types 100-104, 107): 32-weight blocks with UE4M3 scales and BlockQ8_0Act
+// activations (numerics/quant_ref_rocmfpx.h), one lane per block.
+template <int kType>
+struct RocmfpxOps {
+  static constexpr ActFormat kAct = ActFormat::kQ8_0;
+  static constexpr int kBlock = 32, kBlockBytes = qref::rocmfpx_block_bytes<kType>();
+  static constexpr int kLanes = 1;
+  __device__ static float block_dot(const uint8_t* w, const uint8_t* a) {
+    return qref::dot_block_rocmfpx<kType>(w, *reinterpret_cast<const BlockQ8_0Act*>(a));
+  }
+  __device__ static void dequant_block(const uint8_t* blk, float* out) { qref::dequantize_block_rocmfpx<kType>(blk, out); }
+};
+template <TensorType T>
+  requires((static_cast<int>(T) >= 100 && static_cast<int>(T) <= 104) || static_cast<int>(T) == 107)
+struct TypeOps<T> : RocmfpxOps<static_cast<int>(T)> {};
+
+// Calls f(TypeOps<T>{}) for a product type; returns false for a type without device kernels.
+template <typename F>
+bool dispatch_type(TensorType type, F&& f) {
+  switch (type) {
+    case TensorType::kF32: f(TypeOps<TensorType::kF32>{}); return true;
+    case TensorType::kF16: f(TypeOps<TensorType::kF16>{}); return true;
+    case TensorType::kBF16: f(TypeOps<TensorType::kBF16>{}); return true;
+    case TensorType::kQ8_0: f(TypeOps<TensorType::kQ8_0>{}); return true;
+    case TensorType::kQ2_K: f(TypeOps<TensorType::kQ2_K>{}); return true;
+    case TensorType::kQ4_K: f(TypeOps<TensorType::kQ4_K>{}); return true;
+    case TensorType::kIQ2_XXS: f(TypeOps<TensorType::kIQ2_XXS>{}); return true;
+    case TensorType::kMXFP4: f(TypeOps<TensorType::kMXFP4>{}); return true;
+    case TensorType::kQ4_0_ROCMFP4: f(TypeOps<TensorType::kQ4_0_ROCMFP4>{}); return true;
+    case TensorType::kQ4_0_ROCMFP4_FAST: f(TypeOps<TensorType::kQ4_0_ROCMFP4_FAST>{}); return true;
+    case TensorType::kQ6_0_ROCMFPX: f(TypeOps<TensorType::kQ6_0_ROCMFPX>{}); return true;
+    case TensorType::kQ8_0_ROCMFPX: f(TypeOps<TensorType::kQ8_0_ROCMFPX>{}); return true;
+    case TensorType::kQ3_0_ROCMFPX: f(TypeOps<TensorType::kQ3_0_ROCMFPX>{}); return true;
+    case TensorType::kQ2_0_ROCMFP2: f(TypeOps<TensorType::kQ2_0_ROCMFP2>{}); return true;
+    default: return false;
+  }
+}
+
+// ActOps<F>::kBytes: bytes of one activation block (numerics/blocks.h).
+template <ActFormat F>
+struct ActOps;
+template <>
+struct ActOps<ActFormat::kQ8_0> {
+  static constexpr int kBytes = sizeof(BlockQ8_0Act);
+};
+template <>
+struct ActOps<ActFormat::kQ8_K> {
+  static constexpr int kBytes = sizeof(BlockQ8_K);
+};
+
+// matmul_decode.cu: launches the decode form that enqueue_product (matmul.cu) would pick for `a`
+// before its general product_kernel — whole-row / long-row for one row of float weights, routed for
+// the K/IQ types' expert pairs, split for few output rows of one quantized activation row — and
+// returns true (also when it recorded an error instead of launching); false when none applies (or
+// the type has no device kernels), so that the caller launches product_kernel. `grid` is the general
+// product's grid (the routed form uses it as is).
+bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid);
+
+}  // namespace dsv4::cuda::detail
