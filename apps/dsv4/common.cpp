@@ -47,6 +47,9 @@ Result<backend::BackendOptions> backend_options_from_flags() {
   if (graphs != "on" && graphs != "off")
     return invalid_argument("--cuda-graphs: expected on or off, got '" + graphs + "'");
   o.cuda_graphs = graphs == "on";
+  const std::string pdl = flag_value("cuda-pdl");
+  if (pdl != "on" && pdl != "off") return invalid_argument("--cuda-pdl: expected on or off, got '" + pdl + "'");
+  o.cuda_pdl = pdl == "on";
   const std::string verify = flag_value("verify");
   if (verify != "off" && verify != "cpu") return invalid_argument("--verify: expected off or cpu, got '" + verify + "'");
   o.verify = verify == "cpu";

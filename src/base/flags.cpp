@@ -24,6 +24,10 @@ constexpr FlagSpec kFlags[] = {
     {"cuda-graphs", "DSV4_CUDA_GRAPHS", "on",
      "cuda backend: run each step's kernels as one CUDA graph (on) or launch them one by one (off); results are "
      "identical, graphs are faster"},
+    {"cuda-pdl", "DSV4_CUDA_PDL", "on",
+     "cuda backend: programmatic dependent launch between the kernels of a step's graph (on: a kernel's blocks are "
+     "scheduled while the one before it finishes and wait for it on the device; off: each starts after the one "
+     "before it); results are identical"},
     {"verify", "DSV4_VERIFY", "off",
      "debugging: cpu = run every op also on a CPU backend and compare its outputs bit for bit; the first difference "
      "stops the run with the step, op, layer and element (slow: one synchronisation per op)"},

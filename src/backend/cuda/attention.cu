@@ -106,6 +106,7 @@ __device__ __forceinline__ float comp_a(const CompArgs& u, int64_t q, int64_t co
 
 // One block per closing window w = w_lo + b: pooled channels, then rms_norm and rope (warp 0).
 __global__ void compressor_entry_kernel(CompArgs u, int64_t n_closed) {
+  wait_for_producer();
   const int64_t n_cand = u.coff * u.r;
   for (int64_t b = blockIdx.x; b < n_closed; b += gridDim.x) {
     const int64_t w = u.w_lo + b;
@@ -157,6 +158,7 @@ __global__ void compressor_entry_kernel(CompArgs u, int64_t n_closed) {
 
 // Ring rows of positions first … p0 + n − 1: (a, z + ape) at slot p mod span.
 __global__ void compressor_ring_kernel(CompArgs u, int64_t first) {
+  wait_for_producer();
   const int64_t width = u.coff * u.d, total = (u.p0 + u.n - first) * width;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
@@ -174,6 +176,7 @@ __global__ void compressor_ring_kernel(CompArgs u, int64_t first) {
 __global__ void indexer_score_kernel(const void* qI, int64_t q_nb, const void* g, int64_t g_nb, float gs0, float gs1,
                                      const void* keys, int64_t k_nb, int64_t p0, int64_t ratio, int64_t top_k,
                                      int64_t t0, int64_t n, int64_t nI, int64_t dI, int64_t max_nv, float* score) {
+  wait_for_producer();
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int64_t total = n * max_nv, warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); gw < total; gw += warps) {
@@ -229,6 +232,7 @@ __device__ __forceinline__ int block_excl_scan(int v, int* warp_sums, int* total
 // One block per query t0 + t: out[t0 + t] = the top_k entries (ascending), or 0 … visible−1, −1 … when visible ≤ top_k.
 __global__ void indexer_select_kernel(const float* score, int64_t max_nv, int64_t p0, int64_t ratio, int64_t t0,
                                       int64_t n, int64_t top_k, void* out, int64_t out_nb) {
+  wait_for_producer();
   __shared__ unsigned hist[256];
   __shared__ int warp_sums[32];
   __shared__ uint32_t s_prefix;
@@ -330,6 +334,7 @@ __device__ __forceinline__ const float* attn_key(const AttnArgs& a, int64_t tq, 
 }
 
 __global__ void attn_count_kernel(AttnArgs a) {
+  wait_for_producer();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < a.n; t += stride) {
     const int64_t p = a.p0 + a.t0 + t;
@@ -351,6 +356,7 @@ __global__ void attn_count_kernel(AttnArgs a) {
 // S[t][h][j] = dot(q_h, key_j)·scale: one warp per (t, j, h), heads fastest (a CTA's warps share
 // the key row through L1).
 __global__ void attn_score_kernel(AttnArgs a) {
+  wait_for_producer();
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int64_t total = a.n * a.maxk * a.H, warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); gw < total; gw += warps) {
@@ -367,6 +373,7 @@ __global__ void attn_score_kernel(AttnArgs a) {
 // Per (t, h), one warp: M = max(sink, max_j l_j) (NaN l never counts; a NaN sink stays), p_j =
 // exp(l_j − M) in place, den = exp(sink − M) + Σ p_j (lane l = partial l of sum32, then the tree).
 __global__ void attn_softmax_kernel(AttnArgs a) {
+  wait_for_producer();
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int64_t total = a.n * a.H, warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); gw < total; gw += warps) {
@@ -396,6 +403,7 @@ __global__ void attn_softmax_kernel(AttnArgs a) {
 
 // o[t][h·d + c] = (fma chain over keys j from 0 of p_j·key_j[c]) / den: one thread each.
 __global__ void attn_out_kernel(AttnArgs a) {
+  wait_for_producer();
   const int64_t total = a.n * a.H * a.d, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
     const int64_t c = e % a.d, th = e / a.d, t = th / a.H, h = th % a.H;
@@ -431,6 +439,7 @@ __global__ void attn_out_kernel(AttnArgs a) {
 
 __global__ void kv_store_kernel(const void* kv, int64_t kv_nb, int64_t p0, int64_t first, int64_t count, int64_t d,
                                 void* ring, int64_t ring_nb, int64_t W) {
+  wait_for_producer();
   const int64_t total = count * d, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
     const int64_t q = first + e / d, c = e % d;

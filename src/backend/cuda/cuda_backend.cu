@@ -73,7 +73,7 @@ Result<int> device_count() {
 
 // A kernel that does nothing: init() asks for its attributes to learn whether this binary has code
 // the device can run (sm_90 SASS or compute_90 PTX the driver can JIT).
-__global__ void probe_kernel() {}
+__global__ void probe_kernel() { wait_for_producer(); }
 
 bool weight_type(TensorType t) {
   switch (t) {
@@ -120,7 +120,9 @@ void dequantize_row(const uint8_t* src, float* out, int64_t n, F dequantize_bloc
 
 // --- creation -------------------------------------------------------------------------------------
 
-CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.device), graphs_(options.graphs) {}
+CudaBackend::CudaBackend(const CudaBackendOptions& options) : device_(options.device), graphs_(options.graphs) {
+  steps_.set_programmatic(options.pdl);
+}
 
 CudaBackend::~CudaBackend() {
   if (stream_ == nullptr) return;
@@ -200,7 +202,8 @@ std::string CudaBackend::describe() const {
     (void)cudaGetLastError();
   }
   if (weight_bytes_ > 0) s += ", weights " + mib(weight_bytes_);
-  s += graphs_ ? ", a CUDA graph per step" : ", kernels launched one by one";
+  s += graphs_ ? (steps_.programmatic() ? ", a CUDA graph per step (programmatic dependent launch)" : ", a CUDA graph per step")
+               : ", kernels launched one by one";
   return s;
 }
 

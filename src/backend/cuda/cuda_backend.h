@@ -15,6 +15,7 @@ namespace dsv4::cuda {
 struct CudaBackendOptions {
   int device = 0;      // CUDA device ordinal
   bool graphs = true;  // run each step's kernels as one CUDA graph (same bits as launching them one by one)
+  bool pdl = true;     // in those graphs, programmatic dependent launch between consecutive kernels (same bits)
 };
 
 // A CUDA backend on `device`. Errors name the cause: no driver, no device, a device that is not

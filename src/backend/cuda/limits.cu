@@ -11,6 +11,7 @@ namespace {
 
 // Streaming read of `words` 16-byte words (evict-first loads); the xor keeps the loads alive.
 __global__ void read_kernel(const int4* src, int64_t words, int* sink) {
+  wait_for_producer();
   int acc = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < words; i += stride) {
@@ -22,6 +23,7 @@ __global__ void read_kernel(const int4* src, int64_t words, int* sink) {
 
 // 8 independent fma chains per thread, `iters` steps each: 16·iters FLOP per thread.
 __global__ void fma_kernel(float seed, int iters, float* sink) {
+  wait_for_producer();
   float a[8];
   for (int k = 0; k < 8; ++k) a[k] = seed + static_cast<float>(threadIdx.x + k);
   const float m = 0.999999f, c = 1e-7f;

@@ -48,6 +48,7 @@ std::string dims(const Tensor& t) {
 // reduction once ties carry their index (Q8_K keeps the first element of largest magnitude), the
 // per-element rounding is the reference's, and bsums are exact integer sums.
 __global__ void act_quant_q8_0_warp_kernel(const float* x, int64_t x_stride, int64_t rows, int64_t n, uint8_t* dst) {
+  wait_for_producer();
   const int lane = threadIdx.x & 31;
   const int64_t per_row = n / 32;
   const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
@@ -67,6 +68,7 @@ __global__ void act_quant_q8_0_warp_kernel(const float* x, int64_t x_stride, int
 }
 
 __global__ void act_quant_q8_k_warp_kernel(const float* x, int64_t x_stride, int64_t rows, int64_t n, uint8_t* dst) {
+  wait_for_producer();
   const int lane = threadIdx.x & 31;
   const int64_t per_row = n / 256;
   const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
@@ -236,6 +238,7 @@ __device__ void product_float_rows(const ProductArgs& a, int64_t o, int warp, in
 
 template <typename Ops, int kTile>
 __global__ void __launch_bounds__(32 * kProductWarps) product_kernel(ProductArgs a) {
+  wait_for_producer();
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x / 32);
   const int64_t o = blockIdx.x * static_cast<int64_t>(kProductWarps) + warp;
   if constexpr (Ops::kLanes == 0) {
@@ -266,6 +269,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_kernel(ProductArgs
 template <typename Ops>
 __global__ void embed_kernel(const uint8_t* table, int64_t row_bytes, int64_t vocab, int64_t D, const int32_t* tokens,
                              int64_t n, int64_t copies, float* out, int64_t out_stride) {
+  wait_for_producer();
   const int64_t per_row = D / Ops::kBlock;
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n * per_row) return;
@@ -285,6 +289,7 @@ __global__ void embed_kernel(const uint8_t* table, int64_t row_bytes, int64_t vo
 // dst row r (n floats at dst + r·n) = dequantized row r of src (rows row_bytes apart).
 template <typename Ops>
 __global__ void dequantize_rows_kernel(const uint8_t* src, int64_t row_bytes, int64_t n, int64_t rows, float* dst) {
+  wait_for_producer();
   const int64_t per_row = n / Ops::kBlock;
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= rows * per_row) return;

@@ -41,6 +41,7 @@ constexpr int kLongThreads = 256;
 
 template <typename Ops>
 __global__ void __launch_bounds__(kLongThreads) product_long_row_kernel(ProductArgs a) {
+  wait_for_producer();
   static_assert(Ops::kLanes == 0, "float weights only");
   constexpr int kXLoads = kLongStage / 4 / kLongThreads;         // float4 per thread per stage
   constexpr int kWLoads = kLongStage / Ops::kVec / kLongThreads;  // 16-byte weight words per thread
@@ -96,6 +97,7 @@ constexpr int64_t kWholeRowMaxBytes = 112 * 1024;
 
 template <typename Ops>
 __global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(ProductArgs a) {
+  wait_for_producer();
   static_assert(Ops::kLanes == 0, "float weights only");
   extern __shared__ __align__(16) unsigned char whole_smem[];
   float* xs = reinterpret_cast<float*>(whole_smem);
@@ -162,6 +164,7 @@ constexpr bool has_tables() {
 
 template <typename Ops>
 __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(ProductArgs a) {
+  wait_for_producer();
   static_assert(Ops::kLanes > 1, "K/IQ types");
   constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
   constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
@@ -229,6 +232,7 @@ constexpr int kSplitMaxBlocks = 1024;  // blocks per row this kernel holds in sh
 
 template <typename Ops, int kSplit>
 __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(ProductArgs a) {
+  wait_for_producer();
   static_assert(Ops::kLanes > 0 && kProductWarps % kSplit == 0, "quantized weights; warps divide into rows");
   constexpr int kRows = kProductWarps / kSplit;
   __shared__ float vals[kRows][kSplitMaxBlocks];

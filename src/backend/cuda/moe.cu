@@ -66,6 +66,7 @@ constexpr int kRouteThreads = 256;
 constexpr int kRouteMaxE = 1024;
 
 __global__ void __launch_bounds__(kRouteThreads) route_kernel(RouteK r) {
+  wait_for_producer();
   __shared__ float s_score[kRouteMaxE], s_sel[kRouteMaxE];
   __shared__ bool s_taken[kRouteMaxE];
   __shared__ float b_sel[kRouteThreads];
@@ -147,6 +148,7 @@ __global__ void __launch_bounds__(kRouteThreads) route_kernel(RouteK r) {
 
 // h[i] = swiglu_clamp(g[i], u[i], limit) (h may be g).
 __global__ void swiglu_kernel(const float* g, const float* u, int64_t count, float limit, float* h) {
+  wait_for_producer();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < count) h[i] = det::swiglu_clamp(g[i], u[i], limit);
 }
@@ -161,6 +163,7 @@ struct CombineK {
 };
 
 __global__ void combine_kernel(CombineK c) {
+  wait_for_producer();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= c.n * c.D) return;
   const int64_t t = i / c.D, col = i % c.D;

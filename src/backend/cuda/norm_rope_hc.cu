@@ -39,6 +39,7 @@ __device__ __forceinline__ float std_max(float m, float v) { return m < v ? v : 
 
 __global__ void rms_norm_kernel(const void* x, int64_t x_nb, const float* w, float eps, void* y, int64_t y_nb,
                                 int64_t rows, int64_t n) {
+  wait_for_producer();
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); r < rows; r += warps)
@@ -75,6 +76,7 @@ __device__ __forceinline__ void rms_stage_load(float* dst, const float* src, int
 
 __global__ void __launch_bounds__(kRmsThreads) rms_norm_block_kernel(const void* x, int64_t x_nb, const float* w, float eps,
                                                                   void* y, int64_t y_nb, int64_t rows, int64_t n) {
+  wait_for_producer();
   __shared__ float xs[2][kRmsStage];
   __shared__ float inv_s;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nthreads = static_cast<int>(blockDim.x);
@@ -137,6 +139,7 @@ constexpr int64_t kRmsWholeMax = 16384;
 __global__ void __launch_bounds__(kRmsThreads) rms_norm_whole_kernel(const void* x, int64_t x_nb, const float* w,
                                                                      float eps, void* y, int64_t y_nb, int64_t rows,
                                                                      int64_t n) {
+  wait_for_producer();
   extern __shared__ __align__(16) float row[];
   __shared__ float inv_s;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, nthreads = static_cast<int>(blockDim.x);
@@ -184,6 +187,7 @@ __global__ void __launch_bounds__(kRmsThreads) rms_norm_whole_kernel(const void*
 // Row r (of rows) has position pos0 + (r / rows_per_pos) · pos_step; its trailing n_rot floats rotate.
 __global__ void rope_kernel(void* x, int64_t x_nb, int64_t rows, int64_t row_len, int64_t rows_per_pos, int64_t pos0,
                             int64_t pos_step, int64_t n_rot, const float* freqs, bool inverse) {
+  wait_for_producer();
   const int64_t half = n_rot / 2, total = rows * half;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -199,6 +203,7 @@ __global__ void rope_kernel(void* x, int64_t x_nb, int64_t rows, int64_t row_len
 __global__ void hc_pre_mix_kernel(const void* mix, int64_t mix_nb, const float* scale3, const float* base, float eps,
                                   int64_t iters, int64_t n, int64_t hc, void* post, int64_t post_nb, void* comb,
                                   int64_t comb_nb) {
+  wait_for_producer();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += stride) {
     const float* m = row_ptr<float>(mix, mix_nb, t);
@@ -246,6 +251,7 @@ __global__ void hc_pre_mix_kernel(const void* mix, int64_t mix_nb, const float* 
 __global__ void hc_pre_mix_warp_kernel(const void* mix, int64_t mix_nb, const float* scale3, const float* base,
                                        float eps, int64_t iters, int64_t n, int hc, void* post, int64_t post_nb,
                                        void* comb, int64_t comb_nb) {
+  wait_for_producer();
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int64_t t = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   if (t >= n) return;
@@ -281,6 +287,7 @@ __global__ void hc_pre_mix_warp_kernel(const void* mix, int64_t mix_nb, const fl
 __global__ void hc_collapse_kernel(const void* mix, int64_t mix_nb, const float* scale0, const float* base, float eps,
                                    const void* X, int64_t X_nb, int64_t n, int64_t hc, int64_t D, void* y,
                                    int64_t y_nb) {
+  wait_for_producer();
   const int64_t total = n * D, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const float s0 = scale0[0];
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
@@ -300,6 +307,7 @@ __global__ void hc_collapse_kernel(const void* mix, int64_t mix_nb, const float*
 __global__ void hc_post_kernel(const void* X, int64_t X_nb, const void* y, int64_t y_nb, const void* post,
                                int64_t post_nb, const void* comb, int64_t comb_nb, int64_t n, int64_t hc, int64_t D,
                                void* out, int64_t out_nb) {
+  wait_for_producer();
   const int64_t total = n * hc * D, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
     const int64_t c = e % D, j = (e / D) % hc, t = e / (D * hc);

@@ -58,6 +58,7 @@ __device__ inline bool beats(float v, int32_t i, float best, int32_t best_i) {
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_chunk_kernel(const float* logits, int64_t n,
                                                                       int64_t row_stride, int64_t chunks,
                                                                       float* part_v, int32_t* part_i) {
+  wait_for_producer();
   __shared__ float sv[kArgmaxThreads];
   __shared__ int32_t si[kArgmaxThreads];
   const int tid = static_cast<int>(threadIdx.x);
@@ -103,6 +104,7 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_chunk_kernel(const floa
 
 // Pass 2: one warp per row folds its chunks' pairs; a row without a number gives id 0.
 __global__ void argmax_fold_kernel(const float* part_v, const int32_t* part_i, int64_t chunks, int32_t* ids) {
+  wait_for_producer();
   const int lane = static_cast<int>(threadIdx.x);
   const float* pv = part_v + blockIdx.x * chunks;
   const int32_t* pi = part_i + blockIdx.x * chunks;
@@ -179,6 +181,7 @@ inline __device__ void fold_pairs(const float* part_v, const int32_t* part_i, in
 
 // Copies the row; the caller's adjust kernel then edits the copy.
 __global__ void copy_row_kernel(const float* src, int32_t n, float* dst) {
+  wait_for_producer();
   for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) dst[i] = src[i];
 }
 
@@ -189,6 +192,7 @@ __global__ void __launch_bounds__(kSampleThreads) sample_adjust_kernel(float* l,
                                                                       const int32_t* seen_ids,
                                                                       const int32_t* seen_counts, int32_t n_seen,
                                                                       float rep, float presence, float frequency) {
+  wait_for_producer();
   if (threadIdx.x == 0)
     for (int32_t j = 0; j < n_bias; ++j) {
       const int32_t id = bias_ids[j];
@@ -217,6 +221,7 @@ __global__ void __launch_bounds__(kBlockSumThreads) sample_block_sums_kernel(con
                                                                             const float* part_v,
                                                                             const int32_t* part_i, int32_t chunks,
                                                                             double* sums) {
+  wait_for_producer();
   __shared__ float w[kWeightBlock];
   __shared__ double lane_sum[kWeightLanes];
   float mx;
@@ -268,6 +273,7 @@ __device__ void sort_candidates(uint64_t* keys, int32_t count) {
 }
 
 __global__ void __launch_bounds__(kSampleThreads) sample_choose_kernel(SampleKernelArgs a) {
+  wait_for_producer();
   extern __shared__ uint64_t keys[];                             // [kSampleCap] candidates
   float* weights = reinterpret_cast<float*>(keys + kSampleCap);  // [kSampleCap] their weights, sorted order
   __shared__ uint32_t hist[256];

@@ -44,6 +44,13 @@ void StepGraph::begin_launch(const void* func, dim3 grid, dim3 block, unsigned s
 
 void** StepGraph::params(const KernelLaunch& k) { return param_ptrs_.data() + k.arg_begin; }
 
+void StepGraph::set_programmatic(bool on) {
+  if (on == programmatic_) return;
+  programmatic_ = on;
+  for (auto& c : cache_) destroy(*c);
+  cache_.clear();
+}
+
 void StepGraph::clear() {
   pending_.clear();
   bytes_.clear();
@@ -97,8 +104,15 @@ StepGraph::Cached* StepGraph::build() {
     p.blockDim = k.block;
     p.sharedMemBytes = k.smem;
     p.kernelParams = params(k);
-    const cudaGraphNode_t* dep = i == 0 ? nullptr : &c->nodes[i - 1];
-    if (cudaGraphAddKernelNode(&c->nodes[i], c->graph, dep, i == 0 ? 0 : 1, &p) != cudaSuccess) {
+    // The chain: node i depends on node i − 1, programmatically when PDL is on (the header says why
+    // that keeps the order of memory effects).
+    cudaGraphEdgeData edge{};
+    if (programmatic_) {
+      edge.from_port = cudaGraphKernelNodePortProgrammatic;
+      edge.type = cudaGraphDependencyTypeProgrammatic;
+    }
+    if (cudaGraphAddKernelNode(&c->nodes[i], c->graph, nullptr, 0, &p) != cudaSuccess ||
+        (i > 0 && cudaGraphAddDependencies(c->graph, &c->nodes[i - 1], &c->nodes[i], &edge, 1) != cudaSuccess)) {
       (void)cudaGetLastError();
       destroy(*c);
       return nullptr;

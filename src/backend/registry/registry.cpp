@@ -22,6 +22,7 @@ std::unique_ptr<Backend> make_cpu(const BackendOptions& options) {
 cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
   cuda::CudaBackendOptions o;
   o.graphs = options.cuda_graphs;
+  o.pdl = options.cuda_pdl;
   return o;
 }
 #endif

@@ -17,6 +17,7 @@ struct BackendOptions {
   SimdLevel simd = detected_simd_level();   // highest SIMD level the CPU kernels may use
   bool amx = false;                         // AMX tiles for CPU matrix x matrix (where usable)
   bool cuda_graphs = true;                  // CUDA: each step's kernels as one graph (same bits)
+  bool cuda_pdl = true;                     // CUDA: programmatic dependent launch inside the graphs (same bits)
   bool verify = false;                      // --verify cpu: check every op against a CPU backend
 };
 

@@ -343,6 +343,7 @@ TEST_P(CudaModelTest, SampledDecodeOnDeviceEqualsCpu) {
 // arguments changed patched); --cuda-graphs off launches them one by one. Same kernels, same bits:
 // a prompt in chunks and 40 decode steps compared bit for bit between the two (and with the CPU), and
 // the graph path really taken (decode steps mostly replay cached graphs rather than build new ones).
+// The graphs have programmatic edges (--cuda-pdl on, the default); eager launches have none.
 TEST_P(CudaModelTest, GraphStepsEqualEagerLaunches) {
   backend::BackendOptions o;
   o.kind = backend::BackendKind::kCuda;
