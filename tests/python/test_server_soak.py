@@ -11,7 +11,9 @@ DSV4_SOAK_CLIENTS (default 8) concurrent client threads:
 Every answer must have its expected status and a well-formed body (every SSE event parsed and
 checked in order); a few seeded "golden" requests recur through the run, streamed and not, and
 must give byte-identical output every time whatever the server did in between (prefix cache
-state, queueing, cancellations). At the end /health is idle, /metrics is scrapeable and agrees
+state, queueing, cancellations). The one error a well-formed request may get is the documented
+"invalid_model_output" (the random model opened a DSML tool call it did not close): 500 when not
+streamed, an error event when streamed; it is counted, must stay rare, and must be in the metrics. At the end /health is idle, /metrics is scrapeable and agrees
 with what the clients saw, and the server stops on SIGTERM with exit 0 and no sanitizer report.
 Small max_tokens (4-40) keep it to a few minutes on 2 cores even under ASan.
 """
@@ -435,8 +437,16 @@ def message_stream_output(body, events):
     return {"blocks": out, "stop": stop, "stop_sequence": deltas[0]["delta"]["stop_sequence"]}
 
 
+MODEL_OUTPUT = "invalid_model_output"  # run_one's output for the documented model-output error
+
+
+def model_output_error(spec, err):
+    """Whether `err` (an error object) is the model-output error, which only chat requests can get."""
+    return spec.route in (CHAT, MESSAGES) and not spec.golden and MODEL_OUTPUT in json.dumps(err)
+
+
 def run_one(port, spec):
-    """Sends one request; checks it; returns (status, canonical output or None)."""
+    """Sends one request; checks it; returns (status, canonical output, MODEL_OUTPUT or None)."""
     c = Conn(port, timeout=TIMEOUT)
     try:
         c.send("POST", spec.route, spec.body)
@@ -447,6 +457,10 @@ def run_one(port, spec):
             c.read_body()
             check_corpus_response(spec.row, r)
             return r.status, None
+        if r.status == 500 and spec.expect == 200 and not spec.stream:
+            body = c.read_body()
+            assert model_output_error(spec, json.loads(body)), (spec.kind, spec.route, body)
+            return r.status, MODEL_OUTPUT
         assert r.status == spec.expect, (spec.kind, spec.route, c.read_body())
         if not spec.stream:
             c.read_body()
@@ -466,6 +480,13 @@ def run_one(port, spec):
                     if e != "[DONE]":
                         json.loads(e if isinstance(e, str) else e[1])
                 return r.status, None
+        last = events[-2] if spec.route != MESSAGES and len(events) >= 2 else (events[-1] if events else None)
+        if last is not None and spec.route == MESSAGES and last[0] == "error":
+            assert model_output_error(spec, json.loads(last[1])), last
+            return r.status, MODEL_OUTPUT
+        if last is not None and spec.route == CHAT and events[-1] == "[DONE]" and '"error"' in last:
+            assert model_output_error(spec, json.loads(last)), last
+            return r.status, MODEL_OUTPUT
         fn = {CHAT: chat_stream_output, COMPLETIONS: completion_stream_output,
               MESSAGES: message_stream_output}[spec.route]
         return r.status, fn(spec.body, events)
@@ -559,15 +580,20 @@ def test_soak(server):
 
     def delta(key):
         return after.get(key, 0) - before.get(key, 0)
-    accepted = sum(n for (route, status), n in sent.items() if status == 200)
+    model_output = sum(1 for r in results if r[1] == MODEL_OUTPUT)
+    unstreamed_model_output = sum(1 for i, s in enumerate(specs) if results[i][1] == MODEL_OUTPUT and not s.stream)
+    assert model_output <= max(2, len(specs) // 100), f"{model_output} model-output errors"
+    accepted = sum(n for (route, status), n in sent.items() if status == 200) + unstreamed_model_output
     bad = sum(1 for s in specs if s.kind == "bad")
     disconnects = sum(1 for s in specs if s.kind == "disconnect")
     assert delta("dsv4_generations_total") == accepted
     assert delta('dsv4_errors_total{kind="bad_request"}') == bad
     cancelled = delta('dsv4_errors_total{kind="cancelled"}')
     assert cancelled <= disconnects, (cancelled, disconnects)
+    assert delta('dsv4_errors_total{kind="model_output"}') == model_output
     assert not any(k.startswith("dsv4_errors_total") and delta(k) for k in after
-                   if k not in ('dsv4_errors_total{kind="bad_request"}', 'dsv4_errors_total{kind="cancelled"}')), after
+                   if k not in ('dsv4_errors_total{kind="bad_request"}', 'dsv4_errors_total{kind="cancelled"}',
+                                'dsv4_errors_total{kind="model_output"}')), after
     assert after["dsv4_queue_depth"] == 0 and after["dsv4_busy"] == 0
     print(f"  generations {accepted}, bad requests {bad}, disconnects {disconnects} (cancelled {int(cancelled)}), "
           f"tokens in {int(delta('dsv4_prompt_tokens_total'))} (cached {int(delta('dsv4_prompt_tokens_cached_total'))}), "

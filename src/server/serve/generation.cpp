@@ -175,9 +175,10 @@ void Server::Impl::stream_job(http::Response& res, std::shared_ptr<Job> job, Ass
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   const int keepalive_ms = options.keepalive_ms;
+  auto* counters = &metrics;  // the server's: it outlives its HTTP threads
   res.set_chunked_content_provider(
       "text/event-stream",
-      [d, keepalive_ms](size_t, http::DataSink& sink) -> bool {
+      [d, keepalive_ms, counters](size_t, http::DataSink& sink) -> bool {
         auto write = [&](const std::string& s) {
           if (s.empty()) return true;
           if (!sink.is_writable() || !sink.write(s.data(), s.size())) {
@@ -204,6 +205,9 @@ void Server::Impl::stream_job(http::Response& res, std::shared_ptr<Job> job, Ass
         auto& done = std::get<JobDone>(*msg);
         std::string out;
         if (!done.result.ok() || (!done.result->output_error.ok() && done.result->finish != FinishReason::kLength)) {
+          // (an engine failure is counted by the worker; an unparseable output here, as the
+          // non-streamed path counts it)
+          if (done.result.ok()) counters->error("model_output");
           out = d->render.error(done.result.ok() ? output_error(done.result->output_error)
                                                  : api::api_error_from_status(done.result.status()));
         } else {
