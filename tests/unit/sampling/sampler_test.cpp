@@ -618,6 +618,48 @@ TEST(Sampler, PenaltiesFollowAcceptedHistoryAndResetClearsIt) {
   EXPECT_EQ(s.sample(scratch), 0);
 }
 
+// take_draw + sample_drawn (what a backend that samples where the logits are gets, and the host's
+// finish when it cannot) is sample() exactly: the same ids over a sampled run with penalties, the
+// draw taken only when the temperature is > 0, and the history named as (id, count) in first-seen order.
+TEST(Sampler, TakeDrawThenSampleDrawnIsSample) {
+  SamplerConfig cfg;
+  cfg.temperature = 0.9f;
+  cfg.min_p = 0.02f;
+  cfg.repetition_penalty = 1.3f;
+  cfg.presence_penalty = 0.4f;
+  cfg.frequency_penalty = 0.2f;
+  cfg.logit_bias = {{2, 1.5f}, {7, -3.0f}};
+  cfg.seed = 99;
+  const int32_t n = 50;
+  Sampler whole(cfg, n), split(cfg, n);
+  std::vector<float> l(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) l[static_cast<size_t>(i)] = std::sin(0.7f * static_cast<float>(i)) * 3.0f;
+  for (int step = 0; step < 40; ++step) {
+    std::vector<float> a = l, b = l;
+    const int32_t want = whole.sample(a);
+    const Sampler::Draw d = split.take_draw();
+    EXPECT_GE(d.u, 0.0);
+    EXPECT_LT(d.u, 1.0);
+    ASSERT_EQ(d.seen_ids.size(), d.seen_counts.size());
+    const int32_t got = split.sample_drawn(b, d);
+    ASSERT_EQ(got, want) << "step " << step;
+    whole.accept(want);
+    split.accept(got);
+  }
+  // The history: ids once each in first-seen order, with their counts.
+  Sampler h(cfg, n);
+  for (int32_t id : {5, 3, 5, 9, 5}) h.accept(id);
+  const Sampler::Draw d = h.take_draw();
+  EXPECT_EQ(std::vector<int32_t>(d.seen_ids.begin(), d.seen_ids.end()), (std::vector<int32_t>{5, 3, 9}));
+  EXPECT_EQ(std::vector<int32_t>(d.seen_counts.begin(), d.seen_counts.end()), (std::vector<int32_t>{3, 1, 1}));
+  // Greedy takes no draw: the stream is where it was.
+  SamplerConfig greedy = cfg;
+  greedy.temperature = 0.0f;
+  Sampler g(greedy, n), fresh(cfg, n);
+  EXPECT_EQ(g.take_draw().u, 0.0);
+  EXPECT_EQ(Rng(99).next_double(), fresh.take_draw().u);
+}
+
 // ---- logprobs ------------------------------------------------------------------------------
 
 double reference_lse(const std::vector<float>& l) {
