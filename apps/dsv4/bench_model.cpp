@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -72,20 +73,38 @@ void print_launches(const backend::LaunchStats& b, const backend::LaunchStats& e
               static_cast<long long>(e.graphs_built - b.graphs_built), static_cast<double>(eager) * per);
 }
 
-// Median, min and max of repeated measurements (tok/s).
+// The variation of one case's repeated measurements (tok/s): median, range, mean and sample standard
+// deviation (llama-bench prints mean ± stddev; the median and range resist a noisy neighbour).
 struct Spread {
-  double median = 0, min = 0, max = 0;
+  double median = 0, min = 0, max = 0, mean = 0, stddev = 0;
 };
 Spread spread(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
-  return {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.front(), v.back()};
+  Spread s{n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.front(), v.back()};
+  for (double x : v) s.mean += x / static_cast<double>(n);
+  double squares = 0;
+  for (double x : v) squares += (x - s.mean) * (x - s.mean);
+  s.stddev = n > 1 ? std::sqrt(squares / static_cast<double>(n - 1)) : 0.0;
+  return s;
 }
 std::string spread_text(const Spread& s) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%8.2f tok/s (min %.2f, max %.2f)", s.median, s.min, s.max);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%8.2f tok/s (min %.2f, max %.2f, stddev %.2f)", s.median, s.min, s.max, s.stddev);
   return buf;
 }
+
+// llama-bench's test names: "pp512", "tg16", with " @ d4096" for a case run after a context.
+std::string case_name(const char* kind, int64_t tokens, int64_t depth) {
+  std::string name = kind + std::to_string(tokens);
+  if (depth > 0) name += " @ d" + std::to_string(depth);
+  return name;
+}
+
+struct CaseResult {
+  std::string name;
+  Spread tps;
+};
 
 int fail(const Status& st) {
   std::fprintf(stderr, "dsv4 bench: %s\n", st.to_string().c_str());
@@ -142,11 +161,12 @@ int run_bench_model(const BenchModelArgs& a) {
               lim->what.c_str());
   std::printf("weights read per decoded token: %.1f MB  (decode roofline %.2f tok/s)\n", bytes_tok / 1e6,
               lim->read_gbps * 1e9 / bytes_tok);
-  std::printf("runs: 1 untimed warm-up pass, then %lld timed runs per case; greedy ids chosen on the backend\n",
-              static_cast<long long>(a.repeat));
+  std::printf("runs: a short untimed warm-up, then per case %lld untimed and %lld timed runs; each case starts "
+              "from a context of its depth (prefilled untimed); greedy ids chosen on the backend\n",
+              static_cast<long long>(a.warmup), static_cast<long long>(a.repeat));
   const int64_t max_depth = *std::max_element(a.depths.begin(), a.depths.end());
   const int64_t max_prompt = *std::max_element(a.prompts.begin(), a.prompts.end());
-  const int64_t ctx_tokens = std::max(max_prompt, max_depth) + a.decode_tokens + 1;
+  const int64_t ctx_tokens = max_depth + std::max(max_prompt, a.decode_tokens) + 1;
 
   model::Session sess(m, ctx_tokens, a.chunk);
   if (!sess.status().ok()) return fail(sess.status());
@@ -156,54 +176,63 @@ int run_bench_model(const BenchModelArgs& a) {
     if (Status st = decode(sess, std::min<int64_t>(a.decode_tokens, 8), 1); !st.ok()) return fail(st);
   }
 
-  std::printf("\nprefill\n");
-  for (int64_t np : a.prompts) {
-    const auto toks = random_tokens(np, s.n_vocab, 1);
-    std::vector<double> tps;
-    sess.clear_times();
-    for (int64_t r = 0; r < a.repeat; ++r) {
-      sess.reset();
-      sess.set_timing(a.timing && r == 0);
-      const auto t0 = Clock::now();
-      if (Status st = prefill(sess, toks, a.chunk); !st.ok()) return fail(st);
-      tps.push_back(static_cast<double>(np) / secs(t0));
-    }
-    sess.set_timing(false);
-    const Spread sp = spread(tps);
-    const double gflops = 2.0 * macs_tok * sp.median / 1e9;
-    std::printf("  %6lld tokens (chunk %lld): %s  %8.1f GFLOP/s = %5.2f%% of FMA peak\n", static_cast<long long>(np),
-                static_cast<long long>(std::min(a.chunk, np)), spread_text(sp).c_str(), gflops,
-                100.0 * gflops / lim->fma_gflops);
-    if (a.timing) print_times(sess.times(), "prefill");
-  }
-
-  std::printf("\ndecode (%lld tokens after a prompt of the given depth)\n", static_cast<long long>(a.decode_tokens));
+  std::vector<CaseResult> results;
   for (int64_t depth : a.depths) {
     sess.reset();
     if (depth > 0) {
       if (Status st = prefill(sess, random_tokens(depth, s.n_vocab, 2), a.chunk); !st.ok()) return fail(st);
     }
     const model::SessionCheckpoint at_depth = sess.checkpoint();
+    std::printf("\ndepth %lld\n", static_cast<long long>(depth));
+    for (int64_t np : a.prompts) {
+      const auto toks = random_tokens(np, s.n_vocab, 1);
+      std::vector<double> tps;
+      sess.clear_times();
+      for (int64_t r = 0; r < a.warmup + a.repeat; ++r) {
+        if (Status st = sess.rewind(at_depth); !st.ok()) return fail(st);
+        const bool timed = r >= a.warmup;
+        sess.set_timing(a.timing && r == a.warmup);
+        const auto t0 = Clock::now();
+        if (Status st = prefill(sess, toks, a.chunk); !st.ok()) return fail(st);
+        if (timed) tps.push_back(static_cast<double>(np) / secs(t0));
+      }
+      sess.set_timing(false);
+      const Spread sp = spread(tps);
+      const double gflops = 2.0 * macs_tok * sp.median / 1e9;
+      results.push_back({case_name("pp", np, depth), sp});
+      const std::string chunk = "(chunk " + std::to_string(std::min(a.chunk, np)) + ")";
+      std::printf("  %-16s %-13s %s  %8.1f GFLOP/s = %5.2f%% of FMA peak\n", results.back().name.c_str(), chunk.c_str(),
+                  spread_text(sp).c_str(), gflops, 100.0 * gflops / lim->fma_gflops);
+      if (a.timing) print_times(sess.times(), "prefill");
+    }
     std::vector<double> tps;
     backend::LaunchStats last_before, last_after;  // over the last run (never a timed-phase one)
     sess.clear_times();
-    for (int64_t r = 0; r < a.repeat; ++r) {
+    for (int64_t r = 0; r < a.warmup + a.repeat; ++r) {
       if (Status st = sess.rewind(at_depth); !st.ok()) return fail(st);
-      sess.set_timing(a.timing && r == 0);
+      const bool timed = r >= a.warmup;
+      sess.set_timing(a.timing && r == a.warmup);
       last_before = backend.launch_stats();
       const auto t0 = Clock::now();
       if (Status st = decode(sess, a.decode_tokens, 1); !st.ok()) return fail(st);
-      tps.push_back(static_cast<double>(a.decode_tokens) / secs(t0));
+      if (timed) tps.push_back(static_cast<double>(a.decode_tokens) / secs(t0));
       last_after = backend.launch_stats();
     }
     sess.set_timing(false);
     const Spread sp = spread(tps);
     const double gbps = sp.median * bytes_tok / 1e9;
-    std::printf("  depth %7lld: %s  weights %7.1f GB/s = %5.2f%% of the bandwidth roofline\n",
-                static_cast<long long>(depth), spread_text(sp).c_str(), gbps, 100.0 * gbps / lim->read_gbps);
+    results.push_back({case_name("tg", a.decode_tokens, depth), sp});
+    std::printf("  %-16s %-13s %s  weights %7.1f GB/s = %5.2f%% of the bandwidth roofline\n",
+                results.back().name.c_str(), "", spread_text(sp).c_str(), gbps, 100.0 * gbps / lim->read_gbps);
     print_launches(last_before, last_after, a.decode_tokens);
     if (a.timing) print_times(sess.times(), "decode");
   }
+
+  std::printf("\n| test             | tok/s median |      min |      max |     mean |   stddev |\n"
+              "|------------------|-------------:|---------:|---------:|---------:|---------:|\n");
+  for (const CaseResult& c : results)
+    std::printf("| %-16s | %12.2f | %8.2f | %8.2f | %8.2f | %8.2f |\n", c.name.c_str(), c.tps.median, c.tps.min,
+                c.tps.max, c.tps.mean, c.tps.stddev);
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   std::printf("\npeak RSS: %.1f MiB; backend memory peak %.1f MiB (in use now %.1f MiB)\n",

@@ -323,13 +323,20 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->require_subcommand(0, 1);
   auto margs = std::make_shared<BenchModelArgs>();
   bench->add_option("-m,--model", margs->model, "model .gguf: prefill and decode speed against the machine's limits");
-  bench->add_option("--prompt", margs->prompts, "prefill lengths")->delimiter(',')->capture_default_str();
-  bench->add_option("--depth", margs->depths, "decode context depths")->delimiter(',')->capture_default_str();
-  bench->add_option("--decode", margs->decode_tokens, "decoded tokens per depth")->capture_default_str();
+  bench->add_option("--prompt", margs->prompts, "prefill lengths (pp), each measured at every depth")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench->add_option("--depth", margs->depths, "context depths (tokens prefilled untimed) for the pp and tg cases")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench->add_option("--decode", margs->decode_tokens, "decoded tokens per depth (tg)")->capture_default_str();
   bench->add_option("--chunk", margs->chunk, "prefill chunk size")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  bench->add_option("--repeat", margs->repeat, "timed runs per case (median, min and max are printed)")
+  bench->add_option("--repeat", margs->repeat, "timed runs per case (median, min, max, mean and stddev are printed)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
+  bench->add_option("--warmup", margs->warmup, "untimed runs per case before the timed ones")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
   bench->add_flag("--timing", margs->timing, "per-phase time per token (HC, attention, compressor+indexer, MoE, head)");
   bench->callback([bench, margs, &exit_code] {
     if (!bench->get_subcommands().empty()) return;

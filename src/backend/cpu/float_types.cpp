@@ -61,19 +61,19 @@ const TypeKernels kFloatKernels[] = {
      .dequantize_row = dequantize_row<F32Elem>,
      .quantize_row = quantize_row_f32,
      .vec_dot = {vec_dot_scalar<F32Elem>, vec_dot_f32_avx2, vec_dot_f32_avx512},
-     .vec_dot_tile = {nullptr, nullptr, vec_dot_tile_f32_avx512}},
+     .vec_dot_tile = {nullptr, vec_dot_tile_f32_avx2, vec_dot_tile_f32_avx512}},
     {.type = TensorType::kF16,
      .act = ActFormat::kF32,
      .dequantize_row = dequantize_row<F16Elem>,
      .quantize_row = quantize_row_f16,
      .vec_dot = {vec_dot_scalar<F16Elem>, vec_dot_f16_avx2, vec_dot_f16_avx512},
-     .vec_dot_tile = {nullptr, nullptr, vec_dot_tile_f16_avx512}},
+     .vec_dot_tile = {nullptr, vec_dot_tile_f16_avx2, vec_dot_tile_f16_avx512}},
     {.type = TensorType::kBF16,
      .act = ActFormat::kF32,
      .dequantize_row = dequantize_row<BF16Elem>,
      .quantize_row = quantize_row_bf16,
      .vec_dot = {vec_dot_scalar<BF16Elem>, vec_dot_bf16_avx2, vec_dot_bf16_avx512},
-     .vec_dot_tile = {nullptr, nullptr, vec_dot_tile_bf16_avx512}},
+     .vec_dot_tile = {nullptr, vec_dot_tile_bf16_avx2, vec_dot_tile_bf16_avx512}},
 };
 
 }  // namespace

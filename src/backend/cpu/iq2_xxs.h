@@ -21,11 +21,14 @@ namespace dsv4::cpu {
 float iq2_xxs_vec_dot_scalar(int64_t n, const void* w, const void* act);
 float iq2_xxs_vec_dot_avx2(int64_t n, const void* w, const void* act);
 void iq2_xxs_vec_dot_rows_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
-// The AVX2 prepared-activation form (|q8| and sign-compare bytes per chunk of 8 super-blocks, built once).
+// The AVX2 prepared-activation form (|q8|, sign-compare bytes and q8 per chunk of 8 super-blocks, built once).
 int64_t iq2_xxs_prepared_act_bytes_avx2(int64_t n);
 void iq2_xxs_prepare_act_avx2(const void* act, int64_t n, void* out);
 void iq2_xxs_vec_dot_rows_prepared_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,
                                         float* out);
+// The AVX2 tile form (quant.h VecDotTileFn) on those prepared columns: each weight block decoded once per nc columns.
+void iq2_xxs_vec_dot_tile_prepared_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared,
+                                        int64_t prep_stride, int nr, int nc, float* out, int64_t out_stride);
 // kAvx512 level: AVX-512 F/BW/VL/DQ/VNNI only. The multi-row form (quant.h VecDotRowsFn) gives
 // out[i] == iq2_xxs_vec_dot_avx512(n, w + i*w_stride, act) bits.
 float iq2_xxs_vec_dot_avx512(int64_t n, const void* w, const void* act);

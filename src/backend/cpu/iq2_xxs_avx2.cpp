@@ -1,4 +1,4 @@
-// backend/cpu/iq2_xxs_avx2.cpp — IQ2_XXS x Q8_K vec_dot and vec_dot_rows, AVX2.
+// backend/cpu/iq2_xxs_avx2.cpp — IQ2_XXS x Q8_K vec_dot, vec_dot_rows and the matmul tile, AVX2.
 //
 // Accumulation order = iq2_xxs.h, bit-identical to iq2_xxs_vec_dot_scalar: eight consecutive
 // super-blocks 8t..8t+7 give one vector of exact int32 dots (lane j = block 8t+j); converted, scaled by
@@ -18,6 +18,7 @@
 // vpmaddwd with (2·ls + 1) -> int32.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/iq2_xxs.h"
@@ -31,10 +32,12 @@ namespace {
 
 constexpr int kChunk = 8;
 
-// The activation side of one chunk: per super-block and group, |q8| and the sign-compare pattern.
+// The activation side of one chunk: per super-block and group, |q8| and the sign-compare pattern
+// (the row kernels), and q8 widened to int16 (the tile kernel's vpmaddwd operand: bytes 0-15, 16-31).
 struct alignas(32) ActChunk {
   __m256i xa[kChunk][8];
   __m256i bm[kChunk][8];
+  __m256i x16[kChunk][8][2];
   float dx[kChunk];
 };
 
@@ -58,12 +61,17 @@ alignas(32) constexpr Consts kConsts = make_consts();
 inline __m256i load_const(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256i bit_pattern() { return load_const(kConsts.bits); }
 
-inline void prep_act(const BlockQ8_K* x, int count, ActChunk& a) {
+// with_x16: also fill a.x16 (the tile kernel's operand; the row kernels never read it).
+inline void prep_act(const BlockQ8_K* x, int count, ActChunk& a, bool with_x16) {
   const __m256i bits = bit_pattern();
   for (int k = 0; k < count; ++k) {
     for (int g = 0; g < 8; ++g) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k].qs + 32 * g));
       a.xa[k][g] = _mm256_abs_epi8(q);
+      if (with_x16) {
+        a.x16[k][g][0] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+        a.x16[k][g][1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+      }
       a.bm[k][g] = _mm256_andnot_si256(_mm256_cmpgt_epi8(_mm256_setzero_si256(), q), bits);
     }
     a.dx[k] = x[k].d;
@@ -83,9 +91,14 @@ inline __m256i grid4(const uint8_t* idx) {
   return _mm256_blend_epi32(_mm256_blend_epi32(e0, e1, 0x0c), _mm256_blend_epi32(e2, e3, 0xc0), 0xf0);
 }
 
-// 8 int32 partial sums of one super-block's integer dot against the prepared activation block.
-__attribute__((always_inline)) inline __m256i block_dot(const BlockIq2Xxs& w, const __m256i* xa, const __m256i* bm) {
-  const uint8_t* qs = reinterpret_cast<const uint8_t*>(w.qs);
+// The weight block's sign bytes (7-bit fields spread to bytes, parity in bit 7: ksigns_iq2xs) and
+// (2·ls + 1) words, per 128-bit half (half 0 = groups 0, 1, 4, 5; half 1 = groups 2, 3, 6, 7; group g
+// at dword kPos[g] of its half), broadcast over both lanes.
+struct BlockFields {
+  __m256i sx[2], ss[2];
+};
+
+__attribute__((always_inline)) inline BlockFields block_fields(const uint8_t* qs) {
   const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));       // groups 0-3
   const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32));  // groups 4-7
   // a1 words: lane 0 = groups 0, 1, 4, 5; lane 1 = groups 2, 3, 6, 7.
@@ -103,35 +116,41 @@ __attribute__((always_inline)) inline __m256i block_dot(const BlockIq2Xxs& w, co
   // (2·ls + 1) in both words of each dword: bit 27 shifted to bit 0 is overwritten by the 1.
   __m256i sc = _mm256_or_si256(_mm256_srli_epi32(a1, 27), _mm256_set1_epi32(1));
   sc = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
-  const __m256i sx[2] = {_mm256_permute2x128_si256(x, x, 0x00), _mm256_permute2x128_si256(x, x, 0x11)};
-  const __m256i ss[2] = {_mm256_permute2x128_si256(sc, sc, 0x00), _mm256_permute2x128_si256(sc, sc, 0x11)};
+  return {{_mm256_permute2x128_si256(x, x, 0x00), _mm256_permute2x128_si256(x, x, 0x11)},
+          {_mm256_permute2x128_si256(sc, sc, 0x00), _mm256_permute2x128_si256(sc, sc, 0x11)}};
+}
+
+// Dword k of each lane of a half's scale words, in every dword (vpshufd needs an immediate).
+__attribute__((always_inline)) inline __m256i group_scale(__m256i ss, int k) {
+  switch (k) {
+    case 0: return _mm256_shuffle_epi32(ss, 0x00);
+    case 1: return _mm256_shuffle_epi32(ss, 0x55);
+    case 2: return _mm256_shuffle_epi32(ss, 0xaa);
+    default: return _mm256_shuffle_epi32(ss, 0xff);
+  }
+}
+
+// 8 int32 partial sums of one super-block's integer dot against the prepared activation block.
+__attribute__((always_inline)) inline __m256i block_dot(const BlockIq2Xxs& w, const __m256i* xa, const __m256i* bm) {
+  const uint8_t* qs = reinterpret_cast<const uint8_t*>(w.qs);
+  const BlockFields f = block_fields(qs);
   const __m256i bits = bit_pattern(), one = load_const(kConsts.one);
   __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int g = 0; g < 8; ++g) {
     const int half = (g >> 1) & 1, k = kPos[g];
     const __m256i gv = grid4(qs + 8 * g);
-    const __m256i sb = _mm256_shuffle_epi8(sx[half], load_const(kConsts.spread[k]));
+    const __m256i sb = _mm256_shuffle_epi8(f.sx[half], load_const(kConsts.spread[k]));
     const __m256i m = _mm256_cmpeq_epi8(_mm256_and_si256(sb, bits), _mm256_load_si256(bm + g));
     const __m256i b = _mm256_sign_epi8(gv, _mm256_or_si256(m, one));
     const __m256i d = _mm256_maddubs_epi16(_mm256_load_si256(xa + g), b);
-    __m256i s;
-    switch (k) {  // vpshufd needs an immediate
-      case 0: s = _mm256_shuffle_epi32(ss[half], 0x00); break;
-      case 1: s = _mm256_shuffle_epi32(ss[half], 0x55); break;
-      case 2: s = _mm256_shuffle_epi32(ss[half], 0xaa); break;
-      default: s = _mm256_shuffle_epi32(ss[half], 0xff); break;
-    }
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(d, s));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(d, group_scale(f.ss[half], k)));
   }
   return acc;
 }
 
-// Lane j = exact int dot of block j for the count (<= 8) valid blocks, 0 elsewhere.
-inline __m256i chunk_isums(const BlockIq2Xxs* w, const ActChunk& act, int count) {
-  __m256i p[8];
-#pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k) p[k] = k < count ? block_dot(w[k], act.xa[k], act.bm[k]) : _mm256_setzero_si256();
+// Eight 8-lane int32 vectors -> lane j = Σ of p[j]'s lanes (exact).
+inline __m256i sum_lanes8(const __m256i* p) {
   const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
   const __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
   const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]);
@@ -141,6 +160,35 @@ inline __m256i chunk_isums(const BlockIq2Xxs* w, const ActChunk& act, int count)
   return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+// Lane j = exact int dot of block j for the count (<= 8) valid blocks, 0 elsewhere.
+inline __m256i chunk_isums(const BlockIq2Xxs* w, const ActChunk& act, int count) {
+  __m256i p[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) p[k] = k < count ? block_dot(w[k], act.xa[k], act.bm[k]) : _mm256_setzero_si256();
+  return sum_lanes8(p);
+}
+
+// The f32 step of one chunk (iq2_xxs.h's order): lane j += ((d_w · d_x) · (float)isum) · 0.125f for the
+// count valid lanes (the others keep their value bit for bit).
+inline void add_chunk(__m256 dw, __m256 dx, __m256i isum, int count, __m256& acc) {
+  const __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum)), _mm256_set1_ps(0.125f));
+  const __m256 sum = _mm256_add_ps(acc, v);
+  if (count == 8) {
+    acc = sum;
+  } else {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(count), lane));
+    acc = _mm256_blendv_ps(acc, sum, valid);
+  }
+}
+
+// d_w of `count` consecutive blocks as 8 floats (0 past count).
+inline __m256 block_scales(const BlockIq2Xxs* wb, int count) {
+  alignas(16) uint16_t dh[8] = {};
+  for (int j = 0; j < count; ++j) dh[j] = wb[j].d;
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
+}
+
 // Chunk t (super-blocks b .. b + count − 1) of nr rows against its prepared activation side.
 inline void rows_chunk(const void* w, int64_t w_stride, int64_t b, int count, int64_t t, const ActChunk& a, int nr,
                        __m256 (*acc)[4]) {
@@ -148,20 +196,8 @@ inline void rows_chunk(const void* w, int64_t w_stride, int64_t b, int count, in
   for (int r = 0; r < nr; ++r) {
     const auto* wb = reinterpret_cast<const BlockIq2Xxs*>(static_cast<const uint8_t*>(w) + r * w_stride) + b;
     prefetch_ahead(wb, count * static_cast<int64_t>(sizeof(BlockIq2Xxs)));  // stream_prefetch.h
-    alignas(16) uint16_t dh[8] = {};
-    for (int j = 0; j < count; ++j) dh[j] = wb[j].d;
-    const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
-    const __m256 isum = _mm256_cvtepi32_ps(chunk_isums(wb, a, count));
-    const __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(dw, dx), isum), _mm256_set1_ps(0.125f));
-    __m256& ac = acc[r][t & 3];
-    const __m256 sum = _mm256_add_ps(ac, v);
-    if (count == 8) {
-      ac = sum;
-    } else {
-      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-      const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(count), lane));
-      ac = _mm256_blendv_ps(ac, sum, valid);
-    }
+    const __m256 dw = block_scales(wb, count);
+    add_chunk(dw, dx, chunk_isums(wb, a, count), count, acc[r][t & 3]);
   }
 }
 
@@ -175,7 +211,7 @@ void dot_rows(int64_t n, const void* w, int64_t w_stride, const void* act, int n
   int64_t t = 0;
   for (int64_t b = 0; b < nb; b += kChunk, ++t) {
     const int count = nb - b >= kChunk ? kChunk : static_cast<int>(nb - b);
-    prep_act(xb + b, count, a);
+    prep_act(xb + b, count, a, false);
     rows_chunk(w, w_stride, b, count, t, a, nr, acc);
   }
   for (int r = 0; r < nr; ++r) out[r] = reduce_partials32_avx2(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
@@ -191,6 +227,108 @@ void dot_rows_prepared(int64_t n, const void* w, int64_t w_stride, const void* p
   for (int64_t b = 0; b < nb; b += kChunk, ++t)
     rows_chunk(w, w_stride, b, nb - b >= kChunk ? kChunk : static_cast<int>(nb - b), t, chunks[t], nr, acc);
   for (int r = 0; r < nr; ++r) out[r] = reduce_partials32_avx2(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+}
+
+// ---- tile: nr rows x nc prepared columns, each weight block decoded once for all nc columns ----------
+//
+// Per super-block, each row's weight side is decoded once into int16 (DecodedBlock: grid byte ·
+// weight sign · (2·ls + 1), |.| <= 43 · 31 = 1333); then per row, column and group two vpmaddwd with
+// the column's q8 as int16 give exact int32 sums (|pair| <= 2 · 1333 · 128; a block's isum stays below
+// 2^26), two multiplies per 32 products as the row kernels' vpmaddubsw + vpmaddwd, with no sign step.
+// The eight lanes of super-block j of a chunk are stored and summed per chunk (sum_lanes8: lane j =
+// isum of block j), then the f32 step is add_chunk's, the same as the row kernels': bit-identical.
+
+struct alignas(32) DecodedBlock {
+  __m256i w16[8][2];  // group g, elements 0-15 and 16-31: grid · sign · (2·ls_g + 1) (int16)
+};
+
+inline void decode_block(const BlockIq2Xxs& w, DecodedBlock& out) {
+  const uint8_t* qs = reinterpret_cast<const uint8_t*>(w.qs);
+  const BlockFields f = block_fields(qs);
+  const __m256i bits = bit_pattern(), one = load_const(kConsts.one);
+#pragma GCC unroll 8
+  for (int g = 0; g < 8; ++g) {
+    const int half = (g >> 1) & 1, k = kPos[g];
+    const __m256i sb = _mm256_shuffle_epi8(f.sx[half], load_const(kConsts.spread[k]));
+    const __m256i negative = _mm256_cmpeq_epi8(_mm256_and_si256(sb, bits), bits);
+    const __m256i sgv = _mm256_sign_epi8(grid4(qs + 8 * g), _mm256_or_si256(negative, one));
+    const __m256i scale = group_scale(f.ss[half], k);
+    _mm256_store_si256(&out.w16[g][0], _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(sgv)), scale));
+    _mm256_store_si256(&out.w16[g][1],
+                       _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(sgv, 1)), scale));
+  }
+}
+
+// Block k of a chunk: R decoded rows x C columns (from column c0) -> part[r][c0 + c][k] (8 int32 lanes
+// summing to the isum). R = 2, C = 4: 8 sums, 4 weight vectors and a column's 2 operands in 16 ymm.
+template <int R, int C>
+inline void tile_block(const DecodedBlock* dec, const ActChunk* const* cols, int c0, int k,
+                       __m256i (*part)[kMaxTileCols][kChunk]) {
+  __m256i s[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) s[r][c] = _mm256_setzero_si256();
+  // Not unrolled: unrolled, GCC reassociates the integer sums over groups and spills the products.
+#pragma GCC unroll 1
+  for (int g = 0; g < 8; ++g) {
+    __m256i w0[R], w1[R];
+    for (int r = 0; r < R; ++r) {
+      w0[r] = _mm256_load_si256(&dec[r].w16[g][0]);
+      w1[r] = _mm256_load_si256(&dec[r].w16[g][1]);
+    }
+    for (int c = 0; c < C; ++c) {
+      __m256i x0 = _mm256_load_si256(&cols[c0 + c]->x16[k][g][0]);
+      __m256i x1 = _mm256_load_si256(&cols[c0 + c]->x16[k][g][1]);
+      // In registers: otherwise GCC folds each load into every vpmaddwd using it (a load per use), and
+      // loads bound this loop (about one 32-byte load per cycle on the Zen 4 VM).
+      __asm__("" : "+x"(x0), "+x"(x1));
+      for (int r = 0; r < R; ++r)
+        s[r][c] = _mm256_add_epi32(s[r][c], _mm256_add_epi32(_mm256_madd_epi16(w0[r], x0), _mm256_madd_epi16(w1[r], x1)));
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) _mm256_store_si256(&part[r][c0 + c][k], s[r][c]);
+}
+
+using TileBlockFn = void (*)(const DecodedBlock*, const ActChunk* const*, int, int,
+                             __m256i (*)[kMaxTileCols][kChunk]);
+constexpr TileBlockFn kTileBlock[2][4] = {
+    {tile_block<1, 1>, tile_block<1, 2>, tile_block<1, 3>, tile_block<1, 4>},
+    {tile_block<2, 1>, tile_block<2, 2>, tile_block<2, 3>, tile_block<2, 4>},
+};
+
+void dot_tile_prepared(int64_t n, const void* w, int64_t w_stride, const void* prepared, int64_t prep_stride, int nr,
+                       int nc, float* out, int64_t out_stride) {
+  const int64_t nb = n / 256;
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* prep = static_cast<const uint8_t*>(prepared);
+  __m256 acc[4][kMaxTileCols][4];
+  for (auto& row : acc)
+    for (auto& col : row)
+      for (auto& v : col) v = _mm256_setzero_ps();
+  DecodedBlock dec[4];
+  alignas(32) __m256i part[4][kMaxTileCols][kChunk];
+  int64_t t = 0;
+  for (int64_t b = 0; b < nb; b += kChunk, ++t) {
+    const int count = nb - b >= kChunk ? kChunk : static_cast<int>(nb - b);
+    const ActChunk* cols[kMaxTileCols];
+    for (int c = 0; c < nc; ++c) cols[c] = reinterpret_cast<const ActChunk*>(prep + c * prep_stride) + t;
+    for (int k = 0; k < count; ++k) {
+      for (int r = 0; r < nr; ++r) decode_block(reinterpret_cast<const BlockIq2Xxs*>(wp + r * w_stride)[b + k], dec[r]);
+      for (int r = 0; r < nr; r += 2)
+        for (int c = 0; c < nc; c += 4)
+          kTileBlock[std::min(2, nr - r) - 1][std::min(4, nc - c) - 1](dec + r, cols, c, k, part + r);
+    }
+    for (int r = 0; r < nr; ++r) {
+      const __m256 dw = block_scales(reinterpret_cast<const BlockIq2Xxs*>(wp + r * w_stride) + b, count);
+      for (int c = 0; c < nc; ++c) {
+        for (int k = count; k < kChunk; ++k) part[r][c][k] = _mm256_setzero_si256();
+        add_chunk(dw, _mm256_load_ps(cols[c]->dx), sum_lanes8(part[r][c]), count, acc[r][c][t & 3]);
+      }
+    }
+  }
+  for (int r = 0; r < nr; ++r)
+    for (int c = 0; c < nc; ++c)
+      out[c * out_stride + r] = reduce_partials32_avx2(acc[r][c][0], acc[r][c][1], acc[r][c][2], acc[r][c][3]);
 }
 
 }  // namespace
@@ -218,12 +356,17 @@ void iq2_xxs_prepare_act_avx2(const void* act, int64_t n, void* out) {
   auto* chunks = static_cast<ActChunk*>(out);
   const int64_t nb = n / 256;
   for (int64_t b = 0, t = 0; b < nb; b += kChunk, ++t)
-    prep_act(xb + b, nb - b >= kChunk ? kChunk : static_cast<int>(nb - b), chunks[t]);
+    prep_act(xb + b, nb - b >= kChunk ? kChunk : static_cast<int>(nb - b), chunks[t], true);
 }
 
 void iq2_xxs_vec_dot_rows_prepared_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,
                                         float* out) {
   dot_rows_prepared(n, w, w_stride, prepared, nr, out);
+}
+
+void iq2_xxs_vec_dot_tile_prepared_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared,
+                                        int64_t prep_stride, int nr, int nc, float* out, int64_t out_stride) {
+  dot_tile_prepared(n, w, w_stride, prepared, prep_stride, nr, nc, out, out_stride);
 }
 
 }  // namespace dsv4::cpu

@@ -7,7 +7,7 @@
 // Super-blocks go in chunks of 8 (chunk c = super-blocks 8c .. 8c+7 -> accumulator c % 4, lane j =
 // super-block 8c + j, i.e. partial b % 32); a phaddd transpose gives isum_sc / isum_m vectors, then
 // v = d_x·(d·isum_sc − dmin·isum_m) lane-wise (blended tails); final tree (acc0 + acc2) + (acc1 +
-// acc3), then halving folds.
+// acc3), then halving folds. The Q2_K tile form (matmul) gives every (row, column) the same bits.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -125,6 +125,95 @@ float k_quant_dot(int64_t n, const void* w, const void* act) {
   return reduce_partials(acc);
 }
 
+// ---- Q2_K tile: nr rows x nc columns per call (matmul) -----------------------------------------------
+//
+// The same exact integers as q2_k_super_block, grouped differently (integer sums: any grouping gives
+// the same isum_sc and isum_m): each weight block is decoded once per tile into bytes q·sc (q <= 3,
+// sc <= 15: at most 45, so vpmaddubsw's pairs stay <= 2·45·128 = 11520 and two of them add in int16),
+// then per row and column: per two 32-byte steps two vpmaddubsw, one int16 add and one vpmaddwd by
+// ones (3 multiplies per 64 products instead of 4), and vpmaddwd(mins, bsums). Block j of a chunk
+// leaves 8 lanes in part_sc / part_m; sum_lanes8 gives lane j = isum of block j, then k_quant_dot's
+// f32 steps: bit-identical.
+
+struct alignas(32) Q2kDecoded {
+  __m256i qsc[8];  // step 4h + j: bytes of elements 128h + 32j + i times their sub-block's scale
+  __m256i mins;    // the 16 sub-block mins as int16
+};
+
+inline void q2_k_decode(const uint8_t* w, Q2kDecoded& out) {
+  const __m128i scb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  const __m256i scs = _mm256_broadcastsi128_si256(_mm_and_si128(scb, m4));
+  out.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(scb, 4), m4));
+  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * h));
+    for (int j = 0; j < 4; ++j) {
+      const int k = 8 * h + 2 * j;  // bytes 0-15: sub-block k, 16-31: k + 1
+      const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
+      const __m256i sc = _mm256_shuffle_epi8(
+          scs, _mm256_set_m128i(_mm_set1_epi8(static_cast<char>(k + 1)), _mm_set1_epi8(static_cast<char>(k))));
+      const __m256i q1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(q, one), one), sc);
+      const __m256i q2 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(q, two), two), _mm256_add_epi8(sc, sc));
+      out.qsc[4 * h + j] = _mm256_add_epi8(q1, q2);
+    }
+  }
+}
+
+// Eight 8-lane int32 vectors -> lane j = Σ of p[j]'s lanes (exact).
+inline __m256i sum_lanes8(const __m256i* p) {
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+struct Q2kParts {
+  __m256i sc[4][kMaxTileCols][8];  // [row][column][block of the chunk]
+  __m256i m[4][kMaxTileCols][8];
+};
+
+// Block j of a chunk: rows r0..r0+R-1 (decoded) x columns c0..c0+C-1 (activation blocks at act + c *
+// act_stride) -> parts.sc / parts.m [r][c][j].
+template <int R, int C>
+inline void q2_k_tile_block(const Q2kDecoded* dec, int r0, const uint8_t* act, int64_t act_stride, int c0, int j,
+                            Q2kParts& parts) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) s[r][c] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+  for (int step = 0; step < 8; step += 2) {
+    __m256i qa[R], qb[R];
+    for (int r = 0; r < R; ++r) {
+      qa[r] = _mm256_load_si256(dec[r0 + r].qsc + step);
+      qb[r] = _mm256_load_si256(dec[r0 + r].qsc + step + 1);
+    }
+    for (int c = 0; c < C; ++c) {
+      const uint8_t* aq = act + (c0 + c) * act_stride + 4;
+      __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 32 * step));
+      __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 32 * step + 32));
+      __asm__("" : "+x"(xa), "+x"(xb));  // in registers: GCC would otherwise reload them per use
+      for (int r = 0; r < R; ++r) {
+        const __m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(qa[r], xa), _mm256_maddubs_epi16(qb[r], xb));
+        s[r][c] = _mm256_add_epi32(s[r][c], _mm256_madd_epi16(d, ones));
+      }
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + (c0 + c) * act_stride + 260));
+    for (int r = 0; r < R; ++r) {
+      _mm256_store_si256(&parts.sc[r0 + r][c0 + c][j], s[r][c]);
+      _mm256_store_si256(&parts.m[r0 + r][c0 + c][j], _mm256_madd_epi16(dec[r0 + r].mins, bs));
+    }
+  }
+}
+
+using Q2kTileBlockFn = void (*)(const Q2kDecoded*, int, const uint8_t*, int64_t, int, int, Q2kParts&);
+constexpr Q2kTileBlockFn kQ2kTileBlock[2][4] = {
+    {q2_k_tile_block<1, 1>, q2_k_tile_block<1, 2>, q2_k_tile_block<1, 3>, q2_k_tile_block<1, 4>},
+    {q2_k_tile_block<2, 1>, q2_k_tile_block<2, 2>, q2_k_tile_block<2, 3>, q2_k_tile_block<2, 4>},
+};
+
 }  // namespace
 
 float vec_dot_q2_k_avx2(int64_t n, const void* w, const void* act) {
@@ -133,6 +222,65 @@ float vec_dot_q2_k_avx2(int64_t n, const void* w, const void* act) {
 
 float vec_dot_q4_k_avx2(int64_t n, const void* w, const void* act) {
   return k_quant_dot<144, 0, q4_k_super_block>(n, w, act);
+}
+
+}  // namespace dsv4::cpu
+
+namespace dsv4::cpu {
+
+void vec_dot_tile_q2_k_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
+                            int nc, float* out, int64_t out_stride) {
+  constexpr int64_t kWBytes = 84;
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* ap = static_cast<const uint8_t*>(act);
+  const int64_t nb = n / 256;
+  __m256 acc[4][kMaxTileCols][4];
+  for (auto& row : acc)
+    for (auto& col : row)
+      for (auto& v : col) v = _mm256_setzero_ps();
+  Q2kDecoded dec[4];
+  Q2kParts parts;
+  for (int64_t c = 0; c * 8 < nb; ++c) {
+    const int64_t b0 = c * 8;
+    const int cnt = static_cast<int>(std::min<int64_t>(8, nb - b0));
+    for (int j = 0; j < cnt; ++j) {
+      for (int r = 0; r < nr; ++r) q2_k_decode(wp + r * w_stride + (b0 + j) * kWBytes, dec[r]);
+      const uint8_t* aj = ap + (b0 + j) * kABytes;
+      for (int r = 0; r < nr; r += 2)
+        for (int col = 0; col < nc; col += 4)
+          kQ2kTileBlock[std::min(2, nr - r) - 1][std::min(4, nc - col) - 1](dec, r, aj, act_stride, col, j, parts);
+    }
+    alignas(32) float dxa[kMaxTileCols][8] = {};
+    for (int col = 0; col < nc; ++col)
+      for (int i = 0; i < cnt; ++i) std::memcpy(&dxa[col][i], ap + col * act_stride + (b0 + i) * kABytes, 4);
+    for (int r = 0; r < nr; ++r) {
+      alignas(16) uint16_t dh[8] = {}, dmh[8] = {};
+      for (int i = 0; i < cnt; ++i) {
+        std::memcpy(&dh[i], wp + r * w_stride + (b0 + i) * kWBytes + 80, 2);
+        std::memcpy(&dmh[i], wp + r * w_stride + (b0 + i) * kWBytes + 82, 2);
+      }
+      const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
+      const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dmh)));
+      for (int col = 0; col < nc; ++col) {
+        for (int i = cnt; i < 8; ++i) parts.sc[r][col][i] = parts.m[r][col][i] = _mm256_setzero_si256();
+        const __m256i isc = sum_lanes8(parts.sc[r][col]), ism = sum_lanes8(parts.m[r][col]);
+        // k_quant_dot's f32 steps, lane for lane.
+        const __m256 t_sc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isc));
+        const __m256 t_m = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(ism));
+        const __m256 val = _mm256_mul_ps(_mm256_load_ps(dxa[col]), _mm256_sub_ps(t_sc, t_m));
+        __m256& a = acc[r][col][c & 3];
+        if (cnt == 8) {
+          a = _mm256_add_ps(a, val);
+        } else {
+          const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+          const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), lane));
+          a = _mm256_blendv_ps(a, _mm256_add_ps(a, val), keep);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < nr; ++r)
+    for (int col = 0; col < nc; ++col) out[col * out_stride + r] = reduce_partials(acc[r][col]);
 }
 
 }  // namespace dsv4::cpu

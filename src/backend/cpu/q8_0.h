@@ -13,7 +13,9 @@ float vec_dot_q8_0_scalar(int64_t n, const void* w, const void* act);
 float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* act);
 float vec_dot_q8_0_avx512(int64_t n, const void* w, const void* act);
 void vec_dot_rows_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
-// Tile form (quant.h VecDotTileFn) for matmul.
+// Tile forms (quant.h VecDotTileFn) for matmul.
+void vec_dot_tile_q8_0_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
+                            int nc, float* out, int64_t out_stride);
 void vec_dot_tile_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
                               int nc, float* out, int64_t out_stride);
 

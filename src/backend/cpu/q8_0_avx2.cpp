@@ -8,12 +8,14 @@
 //     isum of block j).
 //   scale: (f16->f32 d_w * d_x) * (float)isum, blended in for tails (lanes past the row unchanged).
 //   final: (acc0 + acc2) + (acc1 + acc3)  (s = 16, s = 8), then fold 128/64/32-bit halves.
+// The tile form (matmul) computes the same integer dots and f32 steps per (row, column), below.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/q8_0.h"
+#include "backend/cpu/quant.h"  // kMaxTileCols
 #include "backend/cpu/simd_reduce.h"
 
 namespace dsv4::cpu {
@@ -46,7 +48,93 @@ inline float reduce_partials(const __m256 acc[4]) {
   return reduce_partials32_avx2(acc[0], acc[1], acc[2], acc[3]);
 }
 
+// The f32 step of chunk c (vec_dot_q8_0_avx2's): lane j += (d_w · d_x) · (float)isum for the cnt valid
+// lanes (the others keep their bits).
+inline void add_chunk(__m256 dw, __m256 dx, __m256i isum, int cnt, __m256& a) {
+  const __m256 val = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum));
+  if (cnt == 8) {
+    a = _mm256_add_ps(a, val);
+  } else {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), lane));
+    a = _mm256_blendv_ps(a, _mm256_add_ps(a, val), keep);
+  }
+}
+
+// ---- tile: nr rows x nc columns per call (matmul) ---------------------------------------------------
+//
+// The same integer dots as block_dot (int16 operands, vpmaddwd, exact for -128 on either side) and the
+// same f32 steps, but each weight block is widened once for C columns and each activation block once
+// for R rows: R = 2 rows x C = 4 columns keep 8 int32 sums, 4 weight vectors and a column's 2 in the
+// 16 ymm registers. Block j of a chunk leaves 8 lanes in part[r][c][j]; reduce8x8 then gives lane j =
+// isum of block j, as in vec_dot.
+
+template <int R, int C>
+inline void tile_chunk(const uint8_t* wc, int64_t w_stride, const uint8_t* ac, int64_t act_stride, int cnt, int c0,
+                       __m256i (*part)[kMaxTileCols][8]) {
+#pragma GCC unroll 1
+  for (int j = 0; j < cnt; ++j) {
+    __m256i w0[R], w1[R];
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* wb = wc + r * w_stride + j * kWBytes;
+      w0[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 2)));
+      w1[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 18)));
+    }
+    for (int c = 0; c < C; ++c) {
+      const uint8_t* xb = ac + (c0 + c) * act_stride + j * kABytes;
+      __m256i x0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 4)));
+      __m256i x1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 20)));
+      __asm__("" : "+x"(x0), "+x"(x1));  // in registers: GCC would otherwise reload them per use
+      for (int r = 0; r < R; ++r)
+        _mm256_store_si256(&part[r][c0 + c][j],
+                           _mm256_add_epi32(_mm256_madd_epi16(w0[r], x0), _mm256_madd_epi16(w1[r], x1)));
+    }
+  }
+}
+
+using TileChunkFn = void (*)(const uint8_t*, int64_t, const uint8_t*, int64_t, int, int, __m256i (*)[kMaxTileCols][8]);
+constexpr TileChunkFn kTileChunk[2][4] = {
+    {tile_chunk<1, 1>, tile_chunk<1, 2>, tile_chunk<1, 3>, tile_chunk<1, 4>},
+    {tile_chunk<2, 1>, tile_chunk<2, 2>, tile_chunk<2, 3>, tile_chunk<2, 4>},
+};
+
 }  // namespace
+
+void vec_dot_tile_q8_0_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
+                            int nc, float* out, int64_t out_stride) {
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* ap = static_cast<const uint8_t*>(act);
+  const int64_t nb = n / 32;
+  __m256 acc[4][kMaxTileCols][4];
+  for (auto& row : acc)
+    for (auto& col : row)
+      for (auto& v : col) v = _mm256_setzero_ps();
+  alignas(32) __m256i part[4][kMaxTileCols][8];
+  for (int64_t c = 0; c * 8 < nb; ++c) {
+    const int64_t b0 = c * 8;
+    const int cnt = static_cast<int>(std::min<int64_t>(8, nb - b0));
+    const uint8_t* wc = wp + b0 * kWBytes;
+    const uint8_t* ac = ap + b0 * kABytes;
+    for (int r = 0; r < nr; r += 2)
+      for (int col = 0; col < nc; col += 4)
+        kTileChunk[std::min(2, nr - r) - 1][std::min(4, nc - col) - 1](wc + r * w_stride, w_stride, ac, act_stride, cnt,
+                                                                        col, part + r);
+    alignas(32) float dxa[kMaxTileCols][8] = {};
+    for (int col = 0; col < nc; ++col)
+      for (int i = 0; i < cnt; ++i) std::memcpy(&dxa[col][i], ac + col * act_stride + i * kABytes, 4);
+    for (int r = 0; r < nr; ++r) {
+      alignas(16) uint16_t dwh[8] = {};
+      for (int i = 0; i < cnt; ++i) std::memcpy(&dwh[i], wc + r * w_stride + i * kWBytes, 2);
+      const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dwh)));
+      for (int col = 0; col < nc; ++col) {
+        for (int i = cnt; i < 8; ++i) part[r][col][i] = _mm256_setzero_si256();
+        add_chunk(dw, _mm256_load_ps(dxa[col]), reduce8x8(part[r][col]), cnt, acc[r][col][c & 3]);
+      }
+    }
+  }
+  for (int r = 0; r < nr; ++r)
+    for (int col = 0; col < nc; ++col) out[col * out_stride + r] = reduce_partials(acc[r][col]);
+}
 
 float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* act) {
   const auto* wp = static_cast<const uint8_t*>(w);

@@ -344,6 +344,38 @@ TEST(Iq2Xxs, VecDotRowsMatchesVecDot) {
   DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
+// Tile kernels on raw blocks: every grid index and sign field, ls = 15 with all signs negative, and
+// activations at -128 / 127 / scattered -128 — each element bit-identical to the scalar vec_dot.
+TEST(Iq2Xxs, TileMatchesScalarOnRawBlocks) {
+  std::mt19937 rng(21);
+  const int cols = kMaxTileCols;
+  for (int64_t nb : {1, 7, 8, 9, 17}) {
+    const int64_t stride = nb + 1;  // padding between rows
+    auto w = random_blocks(rng, 4 * stride);
+    std::vector<BlockQ8_K> a;
+    for (int c = 0; c < cols; ++c) {
+      auto col = random_act(rng, nb, -0.5f, 0.5f);
+      if (c == 1)
+        for (auto& b : col) std::memset(b.qs, 0x80, 256);  // q8 = -128 everywhere
+      if (c == 2)
+        for (auto& b : col) std::memset(b.qs, 0x7f, 256);
+      if (c == 3)
+        for (auto& b : col)
+          for (int i = 0; i < 256; i += 3) b.qs[i] = -128;
+      a.insert(a.end(), col.begin(), col.end());
+    }
+    const auto* wb = reinterpret_cast<const uint8_t*>(w.data());
+    const auto* ab = reinterpret_cast<const uint8_t*>(a.data());
+    const int64_t w_stride = stride * static_cast<int64_t>(sizeof(BlockIq2Xxs));
+    const int64_t a_stride = nb * static_cast<int64_t>(sizeof(BlockQ8_K));
+    EXPECT_GE(test::expect_tiles_match_scalar(kernels(), 256 * nb, wb, w_stride, ab, a_stride, cols, "random"), 1);
+    for (auto& b : w)  // all signs negative, ls = 15, largest magnitudes
+      for (int g = 0; g < 8; ++g) b.qs[4 * g + 2] = 0xffff, b.qs[4 * g + 3] = 0xffff;
+    test::expect_tiles_match_scalar(kernels(), 256 * nb, wb, w_stride, ab, a_stride, cols, "extremes");
+  }
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
+}
+
 TEST(Iq2Xxs, VecDotRowsQuantizedRows) {
   std::mt19937 rng(19);
   for (int64_t nb : {16, 19}) {

@@ -3,6 +3,7 @@
 // vec_dot_rows (1-4 rows) == vec_dot bit for bit, vec_dot vs an f64 reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -328,6 +329,35 @@ TEST(KQuants, VecDotRowsMatchesVecDot) {
   if (has_avx512(detected_simd_level())) {
     EXPECT_GT(checked, 1000);  // the AVX-512 multi-row kernels ran
   }
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
+}
+
+// Tile kernels (matmul) on raw rows of every pattern, inconsistent bsums included: 4 weight rows and
+// kMaxTileCols activation rows, every nr x nc, bit-identical to the scalar vec_dot.
+TEST(KQuants, TileMatchesScalarOnRawRows) {
+  std::mt19937 rng(31);
+  int tested = 0;
+  for (TensorType t : {TensorType::kQ2_K, TensorType::kQ4_K}) {
+    const TypeKernels& k = *type_kernels(t);
+    for (Pattern p : {Pattern::kRandom, Pattern::kZeros, Pattern::kMaxQuants, Pattern::kMinusOne28,
+                      Pattern::kHugeTiny, Pattern::kAlternating}) {
+      for (int64_t nb : {1, 7, 8, 9, 17}) {
+        std::vector<uint8_t> w;
+        std::vector<BlockQ8_K> a;
+        for (int row = 0; row < std::max(4, kMaxTileCols); ++row) {
+          const Rows r = make_rows(rng, t, nb, p, row % 3 != 2);
+          if (row < 4) w.insert(w.end(), r.w.begin(), r.w.end());
+          if (row < kMaxTileCols) a.insert(a.end(), r.a.begin(), r.a.end());
+        }
+        tested += test::expect_tiles_match_scalar(k, nb * 256, w.data(), nb * block_bytes(t),
+                                                  reinterpret_cast<const uint8_t*>(a.data()),
+                                                  nb * static_cast<int64_t>(sizeof(BlockQ8_K)), kMaxTileCols,
+                                                  std::string(tensor_type_name(t)) + " pattern " +
+                                                      std::to_string(static_cast<int>(p)));
+      }
+    }
+  }
+  EXPECT_GT(tested, 0);
   DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 

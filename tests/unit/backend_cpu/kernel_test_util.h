@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/cpu/quant.h"
 #include "base/cpu_features.h"
 #include "numerics/half.h"
 
@@ -71,5 +72,47 @@ inline uint16_t random_f16(std::mt19937& rng, int lo_exp, int hi_exp, bool signe
 
 inline void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 inline void put_f32(uint8_t* p, float v) { std::memcpy(p, &v, 4); }
+
+// Every tile kernel (quant.h VecDotTileFn) of k at a runnable level, called directly on 4 weight rows
+// (row i at w + i * w_stride) and `cols` (<= kMaxTileCols) quantized activation rows (column c at
+// act + c * act_stride, prepared first when the level has prepare_act): for every nr (1..4) and nc
+// (1..cols), out[c][i] must equal the scalar vec_dot of row i and column c bit for bit (or both NaN).
+// Returns how many levels had a tile kernel.
+inline int expect_tiles_match_scalar(const TypeKernels& k, int64_t n, const uint8_t* w, int64_t w_stride,
+                                     const uint8_t* act, int64_t act_stride, int cols, const std::string& what) {
+  int levels = 0;
+  for (int level = 0; level <= static_cast<int>(detected_simd_level()); ++level) {
+    const VecDotTileFn tile = k.vec_dot_tile[level];
+    if (tile == nullptr) continue;
+    ++levels;
+    const uint8_t* a = act;
+    int64_t a_stride = act_stride;
+    std::vector<uint8_t> prepared;
+    if (k.prepare_act[level] != nullptr) {
+      a_stride = (k.prepared_act_bytes(n) + 63) / 64 * 64;
+      prepared.resize(static_cast<size_t>(a_stride * cols + 64));
+      uint8_t* base = prepared.data() + (64 - reinterpret_cast<uintptr_t>(prepared.data()) % 64) % 64;
+      for (int c = 0; c < cols; ++c) k.prepare_act[level](act + c * act_stride, n, base + c * a_stride);
+      a = base;
+    }
+    for (int nr = 1; nr <= 4; ++nr) {
+      for (int nc = 1; nc <= cols; ++nc) {
+        std::vector<float> out(static_cast<size_t>(4 * kMaxTileCols), -1.0f);
+        tile(n, w, w_stride, a, a_stride, nr, nc, out.data(), 4);
+        for (int c = 0; c < nc; ++c)
+          for (int i = 0; i < nr; ++i) {
+            const float ref = k.vec_dot[0](n, w + i * w_stride, act + c * act_stride);
+            const float got = out[static_cast<size_t>(4 * c + i)];
+            if (!same_float(ref, got)) {  // the first difference only
+              ADD_FAILURE() << what << ": level " << level << " nr " << nr << " nc " << nc << " row " << i << " col "
+                            << c << " got " << got << " want " << ref;
+              return levels;
+            }
+          }
+      }
+    }
+  }
+  return levels;
+}
 
 }  // namespace dsv4::cpu::test

@@ -234,8 +234,8 @@ struct RandomProblem {
   std::vector<float> x;
 };
 
-// Tile kernels (several rows x several columns per call): short last chunks with odd and even block
-// counts, and column counts that leave a partial tile.
+// Tile kernels (several rows x several columns per call), at every SIMD level: short last chunks with
+// odd and even block counts, and column counts that leave a partial tile.
 TEST(Matmul, TileKernelsMatchScalar) {
   std::mt19937 rng(29);
   int tested = 0;
@@ -250,15 +250,20 @@ TEST(Matmul, TileKernelsMatchScalar) {
       const RandomProblem p(*k, n, 6, 19, rng);
       for (int threads : {1, 2}) {
         ThreadPool pool(threads);
-        CpuContext ctx;
-        ctx.pool = &pool;
-        for (int64_t nc : {int64_t{2}, int64_t{9}, int64_t{16}, p.cols})  // 16, 19: whole tiles and a remainder
-          p.expect_matmul_matches_scalar(ctx, nc, "threads=" + std::to_string(threads));
+        for (int level = 0; level <= static_cast<int>(detected_simd_level()); ++level) {
+          CpuContext ctx;
+          ctx.pool = &pool;
+          ctx.max_level = static_cast<SimdLevel>(level);
+          for (int64_t nc : {int64_t{2}, int64_t{9}, int64_t{16}, p.cols})  // 16, 19: whole tiles and a remainder
+            p.expect_matmul_matches_scalar(ctx, nc,
+                                           "level=" + std::to_string(level) + " threads=" + std::to_string(threads));
+        }
       }
       ++tested;
     }
   }
   EXPECT_GE(tested, 2);
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
 TEST(Matmul, PreparedActivationsMatchScalar) {
