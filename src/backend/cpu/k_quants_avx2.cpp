@@ -114,13 +114,7 @@ float k_quant_dot(int64_t n, const void* w, const void* act) {
     const __m256 t_m = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(ism));
     const __m256 val = _mm256_mul_ps(dx, _mm256_sub_ps(t_sc, t_m));
     __m256& a = acc[c & 3];
-    if (cnt == 8) {
-      a = _mm256_add_ps(a, val);
-    } else {
-      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-      const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), lane));
-      a = _mm256_blendv_ps(a, _mm256_add_ps(a, val), keep);
-    }
+    add_first_lanes_avx2(a, val, cnt);
   }
   return reduce_partials(acc);
 }
@@ -269,13 +263,7 @@ void vec_dot_tile_q2_k_avx2(int64_t n, const void* w, int64_t w_stride, const vo
         const __m256 t_m = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(ism));
         const __m256 val = _mm256_mul_ps(_mm256_load_ps(dxa[col]), _mm256_sub_ps(t_sc, t_m));
         __m256& a = acc[r][col][c & 3];
-        if (cnt == 8) {
-          a = _mm256_add_ps(a, val);
-        } else {
-          const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-          const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), lane));
-          a = _mm256_blendv_ps(a, _mm256_add_ps(a, val), keep);
-        }
+        add_first_lanes_avx2(a, val, cnt);
       }
     }
   }

@@ -52,13 +52,7 @@ inline float reduce_partials(const __m256 acc[4]) {
 // lanes (the others keep their bits).
 inline void add_chunk(__m256 dw, __m256 dx, __m256i isum, int cnt, __m256& a) {
   const __m256 val = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum));
-  if (cnt == 8) {
-    a = _mm256_add_ps(a, val);
-  } else {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), lane));
-    a = _mm256_blendv_ps(a, _mm256_add_ps(a, val), keep);
-  }
+  add_first_lanes_avx2(a, val, cnt);
 }
 
 // ---- tile: nr rows x nc columns per call (matmul) ---------------------------------------------------
@@ -160,13 +154,7 @@ float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* act) {
     const __m256 dx = _mm256_load_ps(dxa);
     const __m256 val = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum));
     __m256& a = acc[c & 3];
-    if (cnt == 8) {
-      a = _mm256_add_ps(a, val);
-    } else {
-      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-      const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), lane));
-      a = _mm256_blendv_ps(a, _mm256_add_ps(a, val), keep);
-    }
+    add_first_lanes_avx2(a, val, cnt);
   }
   return reduce_partials(acc);
 }

@@ -9,6 +9,18 @@
 
 namespace dsv4::cpu {
 
+// a += val in the first cnt of the 8 lanes (cnt ≤ 8; the other lanes keep their bits): the f32 step of
+// a chunk of cnt blocks, one block per lane (the Q8_0 and K-quant AVX2 dots and tiles).
+static inline void add_first_lanes_avx2(__m256& a, __m256 val, int cnt) {
+  if (cnt == 8) {
+    a = _mm256_add_ps(a, val);
+  } else {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), lane));
+    a = _mm256_blendv_ps(a, _mm256_add_ps(a, val), keep);
+  }
+}
+
 // Partials 0-7, 8-15, 16-23, 24-31 in a0..a3. Tree: s=16: (a0+a2, a1+a3); s=8: sum of those;
 // then s=4, 2, 1 inside the 8 lanes.
 static inline float reduce_partials32_avx2(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
