@@ -142,6 +142,8 @@ class Session {
   };
   Status check_tokens(std::span<const int32_t> tokens) const;
   Status forward_step(std::span<const int32_t> tokens, const HeadOut& out);
+  // forward_step over max_chunk_ pieces of `tokens`, the head giving `last` after the last piece only.
+  Status forward_to_last(std::span<const int32_t> tokens, const HeadOut& last);
   void attention_block(int64_t layer, int64_t p0, int64_t n);
   void ffn_block(int64_t layer, int64_t n);
   void hc_pre_block(const Weight& fn, const backend::Tensor& scale, const backend::Tensor& base, int64_t n);

@@ -225,14 +225,9 @@ Status Session::forward(std::span<const int32_t> tokens, float* logits, bool all
 Status Session::forward_greedy(std::span<const int32_t> tokens, int32_t* next) {
   DSV4_RETURN_IF_ERROR(check_tokens(tokens));
   if (next == nullptr) return invalid_argument("forward_greedy: no place for the next token");
-  const int64_t total = static_cast<int64_t>(tokens.size());
-  for (int64_t b = 0; b < total; b += max_chunk_) {
-    const int64_t m = std::min(max_chunk_, total - b);
-    HeadOut out;
-    if (b + m == total) out.greedy = next;
-    DSV4_RETURN_IF_ERROR(forward_step(tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(m)), out));
-  }
-  return ok_status();
+  HeadOut last;
+  last.greedy = next;
+  return forward_to_last(tokens, last);
 }
 
 Status Session::forward_sample(std::span<const int32_t> tokens, const backend::SampleArgs& params, int32_t* next,
@@ -243,16 +238,19 @@ Status Session::forward_sample(std::span<const int32_t> tokens, const backend::S
   if (params.seen_ids.size() != params.seen_counts.size())
     return invalid_argument("forward_sample: the penalty history has " + std::to_string(params.seen_ids.size()) +
                             " ids but " + std::to_string(params.seen_counts.size()) + " counts");
+  HeadOut last;
+  last.greedy = next;
+  last.sample = &params;
+  last.logits = logits;
+  return forward_to_last(tokens, last);
+}
+
+Status Session::forward_to_last(std::span<const int32_t> tokens, const HeadOut& last) {
   const int64_t total = static_cast<int64_t>(tokens.size());
   for (int64_t b = 0; b < total; b += max_chunk_) {
     const int64_t m = std::min(max_chunk_, total - b);
-    HeadOut out;
-    if (b + m == total) {
-      out.greedy = next;
-      out.sample = &params;
-      out.logits = logits;
-    }
-    DSV4_RETURN_IF_ERROR(forward_step(tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(m)), out));
+    DSV4_RETURN_IF_ERROR(forward_step(tokens.subspan(static_cast<size_t>(b), static_cast<size_t>(m)),
+                                      b + m == total ? last : HeadOut{}));
   }
   return ok_status();
 }
