@@ -19,6 +19,13 @@ constexpr int64_t kArenaAlign = 256;
 
 }  // namespace
 
+void Backend::hc_pre_norm(const HcPreNormArgs& a) {
+  rms_norm(a.X, {}, a.rms_eps, a.streams);
+  matmul(a.fn, a.streams, a.mix);
+  hc_pre(a.mix, a.scale, a.base, a.hc_eps, a.iters, a.X, a.collapsed, a.post, a.comb);
+  rms_norm(a.collapsed, a.norm, a.rms_eps, a.x);
+}
+
 Tensor Tensor::rows(int64_t begin, int64_t n) const {
   Tensor v = *this;
   v.data = static_cast<uint8_t*>(data) + begin * nb[1];

@@ -156,6 +156,21 @@ struct CompressorUpdate {
   float eps = 0;
 };
 
+// One block's HC pre mixing with the norms around it (Backend::hc_pre_norm).
+struct HcPreNormArgs {
+  Tensor X;              // [n][hc·D] residual streams, F32
+  Tensor fn;             // [hc·D → (2+hc)·hc] HC mix weight
+  Tensor scale, base;    // hc_pre's [3] and [(2+hc)·hc]
+  float hc_eps = 0;      // hc_pre's eps
+  int64_t iters = 0;     // Sinkhorn iterations
+  Tensor norm;           // [D] the block's input rms_norm weight
+  float rms_eps = 0;     // both rms_norms
+  Tensor streams;        // [n][hc·D] scratch (contents afterwards unspecified)
+  Tensor mix;            // [n][(2+hc)·hc] out
+  Tensor collapsed;      // [n][D] scratch (contents afterwards unspecified)
+  Tensor x, post, comb;  // [n][D], [n][hc], [n][hc·hc] out
+};
+
 struct AttentionArgs {
   Tensor q;             // [n][H·d] queries (normed, roped)
   Tensor kv;            // [n][d] this chunk's key = value rows (normed, roped)
@@ -314,6 +329,11 @@ class Backend {
   //   x [n][D] = Σ_i pre_i·X[i] (i ascending, one fma per element starting from 0).
   virtual void hc_pre(const Tensor& mix, const Tensor& scale, const Tensor& base, float eps, int64_t iters,
                       const Tensor& X, const Tensor& x, const Tensor& post, const Tensor& comb) = 0;
+  // A block's input: streams = rms_norm(X) (no weight), mix = matmul(fn, streams), hc_pre(mix, …, X) →
+  // collapsed, post, comb, then x = rms_norm(collapsed, norm, rms_eps): exactly those four ops in
+  // that order, with their bits in mix, x, post and comb. This default runs the four ops; a backend
+  // may override it with fused kernels (CUDA: one cluster kernel per token).
+  virtual void hc_pre_norm(const HcPreNormArgs& a);
   // X_out[t][j] = post[t][j]·y[t] (one multiply), then + comb[t][i][j]·X[t][i] for i ascending
   // (fma each). X_out must not alias X.
   virtual void hc_post(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,

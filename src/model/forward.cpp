@@ -69,17 +69,30 @@ class NestedPhaseTimer {
 
 }  // namespace
 
-// HC pre mixing of the residual streams X into the block input (spec §4.1): streams = norm(X),
-// mix = W_fn·streams, then pre/post/comb and the collapsed input.
-void Session::hc_pre_block(const Weight& fn, const backend::Tensor& scale, const backend::Tensor& base, int64_t n) {
+// HC pre mixing of the residual streams X into the block input (spec §4.1), then the block's input
+// norm: streams = norm(X), mix = W_fn·streams, pre/post/comb and the collapsed input, x =
+// rms_norm(collapsed, norm) — one backend op (hc_pre_norm), which a backend may fuse.
+void Session::hc_pre_block(const Weight& fn, const backend::Tensor& scale, const backend::Tensor& base,
+                           const backend::Tensor& norm, int64_t n) {
   const Ds4Shape& s = model_.shape();
   const Activations& a = *act_;
   PhaseTimer timer(timed(), times_.hc);
-  const backend::Tensor X = a.X.rows(0, n), streams = a.streams.rows(0, n), mix = a.mix.rows(0, n);
-  backend_.rms_norm(X, {}, static_cast<float>(s.rms_eps), streams);
-  backend_.matmul(fn, streams, mix);
-  backend_.hc_pre(mix, scale, base, static_cast<float>(s.hc_eps), s.hc_sinkhorn_iters, X, a.collapsed.rows(0, n),
-                  a.post.rows(0, n), a.comb.rows(0, n));
+  backend::HcPreNormArgs h;
+  h.X = a.X.rows(0, n);
+  h.fn = fn;
+  h.scale = scale;
+  h.base = base;
+  h.hc_eps = static_cast<float>(s.hc_eps);
+  h.iters = s.hc_sinkhorn_iters;
+  h.norm = norm;
+  h.rms_eps = static_cast<float>(s.rms_eps);
+  h.streams = a.streams.rows(0, n);
+  h.mix = a.mix.rows(0, n);
+  h.collapsed = a.collapsed.rows(0, n);
+  h.x = a.x.rows(0, n);
+  h.post = a.post.rows(0, n);
+  h.comb = a.comb.rows(0, n);
+  backend_.hc_pre_norm(h);
 }
 
 // Appends this step's projections (a = W_kv·x, z = W_gate·x, [n][coff·d]) to one compressor.
@@ -114,12 +127,11 @@ void Session::attention_block(int64_t il, int64_t p0, int64_t n) {
   const backend::Tensor& freqs = model_.freqs(kind != AttentionKind::kSliding);
   auto rows = [n](const backend::Tensor& t) { return t.rows(0, n); };
 
-  hc_pre_block(lw.hc_attn_fn, lw.hc_attn_scale, lw.hc_attn_base, n);
+  hc_pre_block(lw.hc_attn_fn, lw.hc_attn_scale, lw.hc_attn_base, lw.attn_norm, n);
   PhaseTimer timer(timed(), times_.attention);
   const backend::Tensor x = rows(a.x), cq = rows(a.cq), q = rows(a.q), kv = rows(a.kv), o = rows(a.o);
   const backend::Tensor comp_a = a.comp_a.as_rows(coff * d).rows(0, n), comp_z = a.comp_z.as_rows(coff * d).rows(0, n);
   const backend::Tensor idx_a = rows(a.idx_a), idx_z = rows(a.idx_z), qI = rows(a.qI), gI = rows(a.gI);
-  backend_.rms_norm(rows(a.collapsed), lw.attn_norm, eps, x);
 
   // Every projection of x in one batch: query latent, the shared key = value row, and the
   // compressors' (and indexer's) kv / gate rows.
@@ -197,10 +209,9 @@ void Session::ffn_block(int64_t il, int64_t n) {
   const LayerWeights& lw = model_.weights().layers[static_cast<size_t>(il)];
   Activations& a = *act_;
   auto rows = [n](const backend::Tensor& t) { return t.rows(0, n); };
-  hc_pre_block(lw.hc_ffn_fn, lw.hc_ffn_scale, lw.hc_ffn_base, n);
+  hc_pre_block(lw.hc_ffn_fn, lw.hc_ffn_scale, lw.hc_ffn_base, lw.ffn_norm, n);
   PhaseTimer timer(timed(), times_.moe);
   const backend::Tensor x = rows(a.x);
-  backend_.rms_norm(rows(a.collapsed), lw.ffn_norm, static_cast<float>(s.rms_eps), x);
 
   // Router: K experts per token (hash layers: by token id) and their weights.
   backend_.matmul(lw.router, x, rows(a.router));

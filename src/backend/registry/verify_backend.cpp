@@ -118,6 +118,15 @@ class VerifyingBackend final : public Backend {
     r_->hc_pre(ref(mix), ref(scale), ref(base), eps, iters, ref(X), ref(x), ref(post), ref(comb));
     check("hc_pre", {{"x", x}, {"post", post}, {"comb", comb}});
   }
+  void hc_pre_norm(const HcPreNormArgs& a) override {
+    ++block_;
+    HcPreNormArgs r = a;
+    for (Tensor* t : {&r.X, &r.fn, &r.scale, &r.base, &r.norm, &r.streams, &r.mix, &r.collapsed, &r.x, &r.post, &r.comb})
+      *t = ref(*t);
+    p_->hc_pre_norm(a);
+    r_->hc_pre_norm(r);
+    check("hc_pre_norm", {{"mix", a.mix}, {"x", a.x}, {"post", a.post}, {"comb", a.comb}});
+  }
   void hc_post(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb, const Tensor& X_out) override {
     p_->hc_post(X, y, post, comb, X_out);
     r_->hc_post(ref(X), ref(y), ref(post), ref(comb), ref(X_out));

@@ -11,7 +11,7 @@
 // by their offset in the allocation they belong to. After each op the outputs (the tensors the op
 // writes, backend.h) are downloaded from both and compared; the first difference is kept and
 // end_step() returns it as an error naming the step, the op's index and name, the block (the count of
-// hc_pre calls so far in the step: DS4's attention and FFN halves, two per layer), the output and the
+// hc_pre / hc_pre_norm calls so far in the step: DS4's attention and FFN halves, two per layer), the output and the
 // first differing element. Slow (one synchronisation per op): a debugging tool.
 #pragma once
 

@@ -735,6 +735,77 @@ TEST_P(Conformance, HcHead) {
   }
 }
 
+// hc_pre_norm: rms_norm(X) → matmul(fn) → hc_pre → rms_norm(collapsed, norm), as the scalar
+// references composed. The CUDA backend fuses it for float fn types whose rows fit in shared memory
+// (the F32 D4096 and Q8_0 cases take its unfused path); the CPU runs the four ops.
+struct HcPreNormCase {
+  std::string name;
+  int64_t n, hc, D, iters;
+  float eps;
+  TensorType fn_type;
+  bool norm_weight = true;
+  int specials = 0;  // 1: NaN / inf in X
+};
+
+TEST_P(Conformance, HcPreNorm) {
+  const std::vector<HcPreNormCase> cases = {
+      {"real_hc4_D4096_f16", 2, 4, 4096, 20, 1e-6f, TensorType::kF16},
+      {"tokens5_D256_f16", 5, 4, 256, 20, 1e-6f, TensorType::kF16},
+      {"f32_D64", 3, 4, 64, 3, 1e-6f, TensorType::kF32},
+      {"f32_D4096_unfused", 1, 4, 4096, 20, 1e-6f, TensorType::kF32},
+      {"bf16_hc2_D33", 3, 2, 33, 5, 1e-4f, TensorType::kBF16},
+      {"f16_hc3_D5_no_norm_weight", 2, 3, 5, 7, 1e-6f, TensorType::kF16, false},
+      {"q8_0_unfused", 2, 4, 64, 20, 1e-6f, TensorType::kQ8_0},
+      {"specials_f16", 3, 4, 96, 20, 1e-6f, TensorType::kF16, true, 1},
+  };
+  uint64_t seed = 950;
+  for (const HcPreNormCase& c : cases) {
+    SCOPED_TRACE("hc_pre_norm case " + c.name);
+    if (!supported(Op::kMatmul, c.fn_type)) continue;
+    Ctx x(be());
+    Rng rng(++seed);
+    const int64_t n_mix = (2 + c.hc) * c.hc, HD = c.hc * c.D;
+    std::vector<float> X = rng.normals(c.n * HD), base = rng.normals(n_mix, 0.5f), normw = rng.normals(c.D, 0.5f);
+    std::vector<float> scale = {rng.uniform(0.3f, 2.0f), rng.uniform(0.3f, 2.0f), rng.uniform(0.3f, 2.0f)};
+    if (c.specials) inject_specials(X, rng, 6);
+    const int64_t ne[2] = {HD, n_mix};
+    backend::HcPreNormArgs a;
+    const float sigma = 1.5f / std::sqrt(static_cast<float>(HD));  // mix values of order 1
+    a.fn = x.weight(c.fn_type, weight_bytes(c.fn_type, HD, n_mix, rng, WeightGen::kRandom, sigma), 2, ne);
+    const uint8_t* fn_bytes = x.host_bytes_of_last();
+    a.X = x.f32(X, HD, c.n);
+    a.scale = x.f32_1d(scale);
+    a.base = x.f32_1d(base);
+    a.hc_eps = c.eps;
+    a.iters = c.iters;
+    if (c.norm_weight) a.norm = x.f32_1d(normw);
+    a.rms_eps = 1e-6f;
+    a.streams = x.alloc(TensorType::kF32, HD, c.n);
+    a.mix = x.alloc(TensorType::kF32, n_mix, c.n);
+    a.collapsed = x.alloc(TensorType::kF32, c.D, c.n);
+    a.x = x.alloc(TensorType::kF32, c.D, c.n);
+    a.post = x.alloc(TensorType::kF32, c.hc, c.n);
+    a.comb = x.alloc(TensorType::kF32, c.hc * c.hc, c.n);
+    if (!x.step([&] { be().hc_pre_norm(a); })) continue;
+    std::vector<float> rmix(static_cast<size_t>(c.n * n_mix)), rx(static_cast<size_t>(c.n * c.D)),
+        rp(static_cast<size_t>(c.n * c.hc)), rc(static_cast<size_t>(c.n * c.hc * c.hc)), streams(static_cast<size_t>(HD)),
+        coll(static_cast<size_t>(c.D));
+    for (int64_t t = 0; t < c.n; ++t) {
+      const float* Xt = X.data() + t * HD;
+      rms_norm_row(Xt, HD, nullptr, a.rms_eps, streams.data());
+      matmul(c.fn_type, fn_bytes, HD, n_mix, streams.data(), HD, 1, rmix.data() + t * n_mix, n_mix);
+      hc_pre_token(rmix.data() + t * n_mix, scale.data(), base.data(), c.hc, c.D, c.eps, c.iters, Xt, coll.data(),
+                   rp.data() + t * c.hc, rc.data() + t * c.hc * c.hc);
+      rms_norm_row(coll.data(), c.D, c.norm_weight ? normw.data() : nullptr, a.rms_eps, rx.data() + t * c.D);
+    }
+    EXPECT_TRUE(same_f32("hc_pre_norm mix", rmix, x.get<float>(a.mix), c.n, n_mix));
+    EXPECT_TRUE(same_f32("hc_pre_norm comb", rc, x.get<float>(a.comb), c.n, c.hc * c.hc));
+    EXPECT_TRUE(same_f32("hc_pre_norm post", rp, x.get<float>(a.post), c.n, c.hc));
+    EXPECT_TRUE(same_f32("hc_pre_norm x", rx, x.get<float>(a.x), c.n, c.D));
+    count("hc_pre_norm");
+  }
+}
+
 // ================================================================================================
 // compressor_update (stateful: chunk sequences vs the reference and a whole-prompt call)
 // ================================================================================================
