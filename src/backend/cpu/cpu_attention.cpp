@@ -183,12 +183,17 @@ void CpuBackend::attention(const backend::AttentionArgs& a) {
   }
   const float* sinks = f32(a.sinks);
   const float scale = a.scale;
-  // Per query token t (all H heads share its keys): scores p[h][j] = dot(q_h, key_j) · scale, then per
+  // Work items are (query token t, group of kHeadGroup heads), so that decode's one token spreads over
+  // the pool too. Per item: scores p[h][j] = dot(q_h, key_j) · scale for the group's heads, then per
   // head the softmax with its sink and o_h = Σ_j p[h][j] · key_j / den (weighted_rows: the same fma
-  // sequence over j as one fma_axpy per key; only key and query loads are shared between heads).
-  pool_.parallel_for(n, [&](int64_t b, int64_t e, int thread) {
+  // sequence over j as one fma_axpy per key; only key and query loads are shared between heads). Each
+  // head's arithmetic is the same whichever item holds it.
+  constexpr int64_t kHeadGroup = kMaxTileCols;
+  const int64_t groups = (H + kHeadGroup - 1) / kHeadGroup;
+  pool_.parallel_for(n * groups, [&](int64_t b, int64_t e, int thread) {
     ThreadScratch& ts = thread_scratch_[static_cast<size_t>(thread)];
-    for (int64_t t = b; t < e; ++t) {
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t t = item / groups, h0 = (item % groups) * kHeadGroup, Hg = std::min(kHeadGroup, H - h0);
       const int64_t p = p0 + t;
       ts.keys.clear();
       for (int64_t pos = std::max<int64_t>(0, p - W + 1); pos <= p; ++pos)
@@ -202,28 +207,28 @@ void CpuBackend::attention(const backend::AttentionArgs& a) {
       }
       const int64_t nk = static_cast<int64_t>(ts.keys.size());
       const float* const* keys = ts.keys.data();
-      float* P = grow(ts.p, H * nk);
-      float* den = grow(ts.den, H);
-      score_keys(row(a.q, t), H, d, keys, nk, P);
-      float* ot = row(a.o, t);
-      std::fill(ot, ot + H * d, 0.0f);
-      for (int64_t h = 0; h < H; ++h) {
+      float* P = grow(ts.p, Hg * nk);
+      float* den = grow(ts.den, Hg);
+      score_keys(row(a.q, t) + h0 * d, Hg, d, keys, nk, P);
+      float* ot = row(a.o, t) + h0 * d;
+      std::fill(ot, ot + Hg * d, 0.0f);
+      for (int64_t h = 0; h < Hg; ++h) {
         float* ph = P + h * nk;
-        float mx = sinks[h];
+        float mx = sinks[h0 + h];
         for (int64_t j = 0; j < nk; ++j) {
           ph[j] = ph[j] * scale;
           mx = std::max(mx, ph[j]);
         }
         for (int64_t j = 0; j < nk; ++j) ph[j] = det::exp(ph[j] - mx);
-        den[h] = det::exp(sinks[h] - mx) + sum32(ph, nk);
+        den[h] = det::exp(sinks[h0 + h] - mx) + sum32(ph, nk);
       }
       if (weighted_rows_ != nullptr) {
-        weighted_rows_(ot, d, H, keys, nk, P, d);
+        weighted_rows_(ot, d, Hg, keys, nk, P, d);
       } else {
-        for (int64_t h = 0; h < H; ++h)
+        for (int64_t h = 0; h < Hg; ++h)
           for (int64_t j = 0; j < nk; ++j) fma_axpy_(ot + h * d, keys[j], P[h * nk + j], d);
       }
-      for (int64_t h = 0; h < H; ++h)
+      for (int64_t h = 0; h < Hg; ++h)
         for (int64_t c = 0; c < d; ++c) ot[h * d + c] = ot[h * d + c] / den[h];
     }
   });

@@ -48,7 +48,7 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options) : pool_(options.threads
   dot_f32_ = select_vec_dot(k, options.simd);
   tile_f32_ = k.vec_dot_tile[static_cast<int>(effective_simd_level(k, options.simd))];
   fma_axpy_ = select_fma_axpy(options.simd);
-  weighted_rows_ = has_avx512(options.simd) ? weighted_rows_avx512 : nullptr;
+  weighted_rows_ = select_weighted_rows(options.simd);
   swiglu_clamp_ = select_swiglu_clamp(options.simd);
   thread_scratch_.resize(static_cast<size_t>(pool_.size()));
 }

@@ -36,10 +36,16 @@ inline SwigluClampFn select_swiglu_clamp(SimdLevel level) {
 //   y[h·y_stride + c] = fma(w[h·nk + j], rows[j][c], y[h·y_stride + c])
 // i.e. exactly fma_axpy(y_h, rows[j], w[h][j], d) for j in order, for every h (attention's value sum,
 // all heads of a query sharing its keys). The AVX-512 form keeps 4 heads × 64 columns in registers
-// while the rows stream past.
+// while the rows stream past, the AVX2 form 4 heads × 16 columns.
 using WeightedRowsFn = void (*)(float* y, int64_t y_stride, int64_t H, const float* const* rows, int64_t nk,
                                 const float* w, int64_t d);
 void weighted_rows_avx512(float* y, int64_t y_stride, int64_t H, const float* const* rows, int64_t nk, const float* w,
                           int64_t d);
+void weighted_rows_avx2(float* y, int64_t y_stride, int64_t H, const float* const* rows, int64_t nk, const float* w,
+                        int64_t d);
+// The level's form (null: scalar, the caller loops fma_axpy).
+inline WeightedRowsFn select_weighted_rows(SimdLevel level) {
+  return has_avx512(level) ? weighted_rows_avx512 : level == SimdLevel::kAvx2 ? weighted_rows_avx2 : nullptr;
+}
 
 }  // namespace dsv4::cpu

@@ -33,15 +33,21 @@ std::unique_ptr<Backend> cpu_backend(bool verify) {
   return b.ok() ? std::move(*b) : nullptr;
 }
 
+// The tiny model, written once per process and removed when it exits.
+struct TempModel {
+  std::string path;
+  ~TempModel() { std::remove(path.c_str()); }
+};
+
 const std::string& model_path() {
-  static const std::string path = [] {
+  static const TempModel model = [] {
     const std::string p = ::testing::TempDir() + "/verify_tiny_" + std::to_string(getpid()) + ".gguf";
     ThreadPool pool(2);
     const tools::SynthPlan plan = tools::plan_synth(*tools::synth_preset("tiny"), QuantMix::kQ8_0);
     EXPECT_TRUE(tools::write_synth(plan, 5, p, pool).ok());
-    return p;
+    return TempModel{p};
   }();
-  return path;
+  return model.path;
 }
 
 std::vector<int32_t> tokens(int64_t n) {
