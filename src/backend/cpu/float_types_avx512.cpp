@@ -5,7 +5,6 @@
 
 #include "backend/cpu/float_types.h"
 #include "backend/cpu/simd_reduce.h"
-#include "backend/cpu/stream_prefetch.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -43,7 +42,6 @@ float vec_dot(int64_t n, const void* w, const void* xv) {
   __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    prefetch_ahead(static_cast<const char*>(w) + L::kBytes * i, 32 * L::kBytes);  // stream_prefetch.h
     lo = _mm512_fmadd_ps(L::full(w, i), _mm512_loadu_ps(x + i), lo);
     hi = _mm512_fmadd_ps(L::full(w, i + 16), _mm512_loadu_ps(x + i + 16), hi);
   }

@@ -29,10 +29,7 @@ void iq2_xxs_vec_dot_rows_prepared_avx2(int64_t n, const void* w, int64_t w_stri
 // The AVX2 tile form (quant.h VecDotTileFn) on those prepared columns: each weight block decoded once per nc columns.
 void iq2_xxs_vec_dot_tile_prepared_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared,
                                         int64_t prep_stride, int nr, int nc, float* out, int64_t out_stride);
-// kAvx512 level: AVX-512 F/BW/VL/DQ/VNNI only. The multi-row form (quant.h VecDotRowsFn) gives
-// out[i] == iq2_xxs_vec_dot_avx512(n, w + i*w_stride, act) bits.
-float iq2_xxs_vec_dot_avx512(int64_t n, const void* w, const void* act);
-void iq2_xxs_vec_dot_rows_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
+// kAvx512 level (no VBMI): none of its own; the AVX2 kernels run there (faster, measured).
 // kAvx512Vbmi level: also VBMI, VBMI2, BITALG and GFNI (call only where the CPU has them).
 float iq2_xxs_vec_dot_avx512vbmi(int64_t n, const void* w, const void* act);
 void iq2_xxs_vec_dot_rows_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);

@@ -16,7 +16,6 @@
 #include "backend/cpu/k_quants.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/simd_reduce.h"
-#include "backend/cpu/stream_prefetch.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -91,7 +90,6 @@ float k_quant_dot(int64_t n, const void* w, const void* act) {
     const uint8_t* wc = wp + b0 * kWBytes;
     const uint8_t* ac = ap + b0 * kABytes;
     const int cnt = static_cast<int>(std::min<int64_t>(8, nb - b0));
-    prefetch_ahead(wc, cnt * kWBytes);  // stream_prefetch.h
     __m256i v[8];
     alignas(16) uint16_t dh[8] = {}, dmh[8] = {};
     alignas(32) float dxa[8] = {};

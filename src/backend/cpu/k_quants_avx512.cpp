@@ -23,7 +23,6 @@
 #include "backend/cpu/q2_k_avx512.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/simd_reduce.h"
-#include "backend/cpu/stream_prefetch.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -128,14 +127,12 @@ inline __m512 scaled_values(__m512i dd, __m512i isc, __m512i ism, __m512 dx) {
 }
 
 // One chunk of up to 16 super-blocks (cnt of them) of one row -> acc[c & 1] (lane j = super-block
-// 16c + j). dx: the chunk's activation scales (shared by every row). The chunk's bytes one page
-// ahead are prefetched (stream_prefetch.h: Q2_K 50-64 % -> 62-76 %, Q4_K 56-67 % -> 70-85 % of the
-// read bandwidth).
+// 16c + j). dx: the chunk's activation scales (shared by every row). No software prefetch (see
+// stream_prefetch.h: on the Zen 4 VM it cost 1-thread Q4_K 68-70 % -> 54-57 % of the read bandwidth).
 // kGather: d/dmin by one vpgatherdd (best for a single row, where the stack buffer's failed store
 // forwarding sits on the critical path) instead of the stack buffer (best for several rows).
 template <int64_t kWBytes, int kDOffset, __m512i (*SuperBlock)(const uint8_t*, const uint8_t*), bool kGather>
 inline __m512 chunk_values(const uint8_t* wc, const uint8_t* ac, int cnt, __m512 dx) {
-  prefetch_ahead(wc, cnt * kWBytes);
   __m512i v[16];
   alignas(64) uint32_t dbuf[16];
 #pragma GCC unroll 16
@@ -169,8 +166,6 @@ inline __m512 chunk_values(const uint8_t* wc, const uint8_t* ac, int cnt, __m512
 // dx2: the chunk's activation scales in both halves.
 template <int64_t kWBytes, int kDOffset, __m512i (*SuperBlock)(const uint8_t*, const uint8_t*)>
 inline __m512 chunk_values_two_rows(const uint8_t* wc0, const uint8_t* wc1, const uint8_t* ac, int cnt, __m512 dx2) {
-  prefetch_ahead(wc0, cnt * kWBytes);
-  prefetch_ahead(wc1, cnt * kWBytes);
   __m512i v[16];
   alignas(64) uint32_t dbuf[16];
 #pragma GCC unroll 16

@@ -135,23 +135,30 @@ float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* act) {
   const auto* ap = static_cast<const uint8_t*>(act);
   const int64_t nb = n / 32;
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  const __m256i woff = lane_offsets_avx2(kWBytes), aoff = lane_offsets_avx2(kABytes);
   for (int64_t c = 0; c * 8 < nb; ++c) {
     const int64_t b0 = c * 8;
     const uint8_t* wc = wp + b0 * kWBytes;
     const uint8_t* ac = ap + b0 * kABytes;
     const int cnt = static_cast<int>(std::min<int64_t>(8, nb - b0));
     __m256i v[8];
-    alignas(16) uint16_t dwh[8] = {};
-    alignas(32) float dxa[8] = {};
-    for (int i = 0; i < cnt; ++i) {
-      v[i] = block_dot(wc + i * kWBytes, ac + i * kABytes);
-      std::memcpy(&dwh[i], wc + i * kWBytes, 2);
-      std::memcpy(&dxa[i], ac + i * kABytes, 4);
-    }
-    for (int i = cnt; i < 8; ++i) v[i] = _mm256_setzero_si256();
+    // Written as one loop of 8 (GCC unrolls it fully; the two-loop form measured 15% slower).
+    for (int i = 0; i < 8; ++i) v[i] = i < cnt ? block_dot(wc + i * kWBytes, ac + i * kABytes) : _mm256_setzero_si256();
     const __m256i isum = reduce8x8(v);
-    const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dwh)));
-    const __m256 dx = _mm256_load_ps(dxa);
+    __m256 dw, dx;
+    if (cnt == 8) {  // d_w: the f16 in the low half of each block's first dword
+      dw = f16_half_of_dwords_avx2(gather_dwords_avx2(wc, woff), false);
+      dx = _mm256_castsi256_ps(gather_dwords_avx2(ac, aoff));
+    } else {
+      alignas(16) uint16_t dwh[8] = {};
+      alignas(32) float dxa[8] = {};
+      for (int i = 0; i < cnt; ++i) {
+        std::memcpy(&dwh[i], wc + i * kWBytes, 2);
+        std::memcpy(&dxa[i], ac + i * kABytes, 4);
+      }
+      dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dwh)));
+      dx = _mm256_load_ps(dxa);
+    }
     const __m256 val = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum));
     __m256& a = acc[c & 3];
     add_first_lanes_avx2(a, val, cnt);

@@ -16,7 +16,6 @@
 #include "backend/cpu/q8_0.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/simd_reduce.h"
-#include "backend/cpu/stream_prefetch.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -99,7 +98,6 @@ float vec_dot_q8_0_avx512(int64_t n, const void* w, const void* act) {
     const uint8_t* wc = wp + b0 * kWBytes;
     const uint8_t* ac = ap + b0 * kABytes;
     const int cnt = static_cast<int>(std::min<int64_t>(16, nb - b0));
-    prefetch_ahead(wc, 16 * kWBytes);  // one page ahead (past the row's end = the next row)
     __m512i v[8];
     if (cnt == 16) {
       for (int i = 0; i < 8; ++i)

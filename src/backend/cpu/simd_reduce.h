@@ -21,6 +21,27 @@ static inline void add_first_lanes_avx2(__m256& a, __m256 val, int cnt) {
   }
 }
 
+// Lane j = j * bytes: gather offsets of 8 consecutive blocks of `bytes` bytes.
+static inline __m256i lane_offsets_avx2(int bytes) {
+  return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(bytes));
+}
+
+// The dwords at base + off[j] (one gather; the per-block scales of 8 blocks of a chunk, which scalar
+// copies through a stack array fetched slower: 8 narrow stores then one wide load cannot forward).
+static inline __m256i gather_dwords_avx2(const void* base, __m256i off) {
+  return _mm256_i32gather_epi32(static_cast<const int*>(base), off, 1);
+}
+
+// f16 -> f32 of the low (hi = false) or high 16 bits of each dword of v.
+static inline __m256 f16_half_of_dwords_avx2(__m256i v, bool hi) {
+  const __m256i pick = hi ? _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 3, 6, 7, 10,
+                                             11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1)
+                          : _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9,
+                                             12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, pick), 0x08);
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+}
+
 // Partials 0-7, 8-15, 16-23, 24-31 in a0..a3. Tree: s=16: (a0+a2, a1+a3); s=8: sum of those;
 // then s=4, 2, 1 inside the 8 lanes.
 static inline float reduce_partials32_avx2(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {

@@ -6,6 +6,11 @@
 // computed raised them to 70-98 % (measured by `dsv4 bench kernels`; prefetching into L2 only, T1,
 // measured worse). Kernels call prefetch_ahead once per block group, right before computing it. A
 // prefetch never faults (addresses past the tensor are allowed) and changes no result.
+// Later measurement (a Zen 4 VM, `--threads 1`, the same binary with and without, back to back) found it
+// costing the kernels that decode fast: F16 AVX-512 45-49 % -> 77-83 % of the read bandwidth without it,
+// Q8_0 AVX-512 56-63 % -> 68-72 %, Q4_K AVX-512 54-57 % -> 68-70 %, Q4_K AVX2 46-47 % -> 52-53 %, and the
+// compute-bound ones (Q2_K, IQ2_XXS) unchanged; the float, Q8_0 and K-quant kernels no longer call it
+// (IQ2_XXS and the ROCmFPx AVX-512 kernels still do).
 #pragma once
 
 #include <immintrin.h>

@@ -72,8 +72,11 @@ TEST(Iq2Xxs, Registered) {
   EXPECT_EQ(k.act, ActFormat::kQ8_K);
   EXPECT_NE(k.dequantize_row, nullptr);
   EXPECT_NE(k.quantize_row, nullptr);
-  for (auto* f : k.vec_dot) EXPECT_NE(f, nullptr);  // a VBMI kernel, and a plain AVX-512 one below it
-  EXPECT_NE(k.vec_dot[static_cast<int>(SimdLevel::kAvx512)], k.vec_dot[static_cast<int>(SimdLevel::kAvx512Vbmi)]);
+  // Scalar, AVX2 and VBMI kernels; plain AVX-512 runs the AVX2 ones (faster than its own were).
+  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512Vbmi})
+    EXPECT_NE(k.vec_dot[static_cast<int>(level)], nullptr);
+  EXPECT_EQ(k.vec_dot[static_cast<int>(SimdLevel::kAvx512)], nullptr);
+  EXPECT_EQ(effective_simd_level(k, SimdLevel::kAvx512), SimdLevel::kAvx2);
 }
 
 TEST(Iq2Xxs, GridSha256AndBytes) {
