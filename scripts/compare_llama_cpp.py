@@ -20,6 +20,7 @@ def parse_dsv4(text):
 
     The one place that knows dsv4's output. Reads, in order of preference:
       - llama-bench JSON (a list of objects with n_prompt, n_gen, n_depth, avg_ts), should dsv4 print it;
+      - the closing table of `dsv4 bench -m`: "| pp512 @ d512 |  54.07 | ..." (the median column);
       - llama-bench-style rows: "... | pp512 | 35.70 ± 0.20 |" or "tg16 @ d512 ... 12.9 ± 0.1";
       - today's text: "   512 tokens (chunk 512):    15.20 tok/s (min ..." under "prefill" and
         "  depth     512:    8.36 tok/s (min ..." under "decode (16 tokens after ...)".
@@ -31,6 +32,11 @@ def parse_dsv4(text):
         except (ValueError, KeyError, TypeError):
             pass
     out = {}
+    # The closing table of `dsv4 bench -m`: "| pp512 @ d512     |        54.07 |    54.07 | ..." (median first).
+    for m in re.finditer(r"^\|\s*(pp|tg)(\d+)(?:\s*@\s*d(\d+))?\s*\|\s*([0-9]+(?:\.[0-9]+)?)\s*\|", text, re.M):
+        out[(m.group(1), int(m.group(2)), int(m.group(3) or 0))] = float(m.group(4))
+    if out:
+        return out
     for m in re.finditer(r"\b(pp|tg)(\d+)(?:\s*@\s*d(\d+))?\b[^\n]*?([0-9]+(?:\.[0-9]+)?)\s*±", text):
         out[(m.group(1), int(m.group(2)), int(m.group(3) or 0))] = float(m.group(4))
     if out:
