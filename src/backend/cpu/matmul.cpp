@@ -1,7 +1,7 @@
 // backend/cpu/matmul.cpp — tiling and threading around vec_dot.
 //
 // Rows are split statically over the pool's threads. Inside a thread, rows go in tiles of kRowTile
-// and columns in chunks of kColChunk so that a tile of weight rows stays in L1/L2 while it meets
+// (or the tile kernel's rows, if more) and columns in chunks of kColChunk so that a tile of weight rows stays in L1/L2 while it meets
 // every column of the chunk, and a chunk of quantized activations stays in L2. The order in which
 // output elements are produced changes nothing numerically: each is one independent vec_dot.
 #include "backend/cpu/matmul.h"
@@ -67,7 +67,10 @@ RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t n, int
     rk.prepare = k.prepare_act[level];
     rk.prep_bytes = (k.prepared_act_bytes(n) + 63) / 64 * 64;
   }
-  if (cols > 1 && (rk.prepare != nullptr || k.prepare_act[level] == nullptr)) rk.tile = k.vec_dot_tile[level];
+  if (cols > 1 && (rk.prepare != nullptr || k.prepare_act[level] == nullptr)) {
+    rk.tile = k.vec_dot_tile[level];
+    if (k.tile_rows[level] > 0) rk.tile_rows = k.tile_rows[level];
+  }
   if (uses_amx(ctx, k, cols)) rk.amx = &k.amx;
   return rk;
 }
@@ -92,15 +95,16 @@ uint8_t* aligned_scratch(std::vector<uint8_t>& buf, int64_t bytes) {
 // of kColChunk (the order changes no bits: each element is one independent vec_dot).
 void run_rows(const RowKernel& rk, const uint8_t* wb, int64_t w_row_bytes, int64_t n, const uint8_t* act,
               int64_t a_row_bytes, int64_t cols, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
-  for (int64_t rt = r0; rt < r1; rt += kRowTile) {
-    const int64_t rt_end = std::min(r1, rt + kRowTile);
+  const int64_t row_tile = std::max<int64_t>(kRowTile, rk.tile_rows);
+  for (int64_t rt = r0; rt < r1; rt += row_tile) {
+    const int64_t rt_end = std::min(r1, rt + row_tile);
     for (int64_t c0 = 0; c0 < cols; c0 += kColChunk) {
       const int64_t c_end = std::min(cols, c0 + kColChunk);
       if (rk.tile != nullptr) {
         for (int64_t c = c0; c < c_end; c += kMaxTileCols) {
           const int nc = static_cast<int>(std::min<int64_t>(kMaxTileCols, c_end - c));
-          for (int64_t r = rt; r < rt_end; r += 4) {
-            const int nr = static_cast<int>(std::min<int64_t>(4, rt_end - r));
+          for (int64_t r = rt; r < rt_end; r += rk.tile_rows) {
+            const int nr = static_cast<int>(std::min<int64_t>(rk.tile_rows, rt_end - r));
             rk.tile(n, wb + r * w_row_bytes, w_row_bytes, act + c * a_row_bytes, a_row_bytes, nr, nc, y + c * y_stride + r,
                     y_stride);
           }

@@ -29,6 +29,7 @@ struct RowKernel {
   void (*prepare)(const void* act, int64_t n, void* out);
   int64_t prep_bytes;
   VecDotTileFn tile = nullptr;  // non-null (cols > 1): rows x columns per call
+  int tile_rows = 4;            // rows per tile call
   const AmxKernels* amx = nullptr;  // non-null: AMX tiles over packed column groups instead of all the above
 };
 

@@ -18,6 +18,9 @@ void vec_dot_tile_q8_0_avx2(int64_t n, const void* w, int64_t w_stride, const vo
                             int nc, float* out, int64_t out_stride);
 void vec_dot_tile_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
                               int nc, float* out, int64_t out_stride);
+// nr up to 16 (TypeKernels::tile_rows), the rows in vector lanes.
+void vec_dot_tile16_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride,
+                                int nr, int nc, float* out, int64_t out_stride);
 
 // AMX tile form (quant.h AmxKernels), q8_0_amx.cpp.
 int64_t q8_0_amx_group_bytes(int64_t n);

@@ -12,6 +12,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 #include "backend/cpu/q8_0.h"
 #include "backend/cpu/quant.h"
@@ -220,6 +222,112 @@ void vec_dot_tile_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const 
   }
   for (int r = 0; r < nr; ++r)
     for (int col = 0; col < nc; ++col) out[col * out_stride + r] = reduce_partials(acc[r][col][0], acc[r][col][1]);
+}
+
+// A[g] lane j = dword g of the 32 bytes at p + roff[j] (j < 16), by loads and shuffles instead of
+// eight 16-lane gathers: z[i] holds two rows (low and high 256 bits); an 8×8 dword transpose inside
+// each 256-bit half (unpack 32, unpack 64) and a 128-bit lane shuffle give A[g] as [rows of z 0-3's
+// low halves | their high halves | z 4-7's low | high], 4 rows each — so the rows are paired as
+// (0-3 with 4-7) and (8-11 with 12-15) to come out in order.
+inline void transpose_rows16(const uint8_t* p, const int32_t* roff, __m512i A[8]) {
+  constexpr int kLow[8] = {0, 1, 2, 3, 8, 9, 10, 11}, kHigh[8] = {4, 5, 6, 7, 12, 13, 14, 15};
+  __m512i z[8];
+  for (int i = 0; i < 8; ++i)
+    z[i] = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + roff[kLow[i]]))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + roff[kHigh[i]])), 1);
+  // Per 128-bit lane (4 dwords of one row in each z): t = unpack of z pairs, u = of t pairs.
+  __m512i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);      // r0d0 r1d0 r0d1 r1d1 | ...
+    t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);  // r0d2 r1d2 r0d3 r1d3 | ...
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);      // r0d0 r1d0 r2d0 r3d0
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);      // r0d1 r1d1 r2d1 r3d1
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);  // r0d2 ..
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);  // r0d3 ..
+  }
+  // u[k] (z 0-3) and u[4 + k] (z 4-7), k < 4: 128-bit lanes [low rows: dword k | dword 4+k | high
+  // rows: dword k | dword 4+k]. With kLow/kHigh: u[k] low rows 0-3, high rows 4-7; u[4+k] 8-11, 12-15.
+  for (int k = 0; k < 4; ++k) {
+    A[k] = _mm512_shuffle_i32x4(u[k], u[4 + k], _MM_SHUFFLE(2, 0, 2, 0));      // [u0.l0 u0.l2 u1.l0 u1.l2]
+    A[4 + k] = _mm512_shuffle_i32x4(u[k], u[4 + k], _MM_SHUFFLE(3, 1, 3, 1));  // [u0.l1 u0.l3 u1.l1 u1.l3]
+  }
+}
+
+// nr (1..16) rows × nc (1..kMaxTileCols) columns with the rows in the 16 lanes of a vector, so no
+// per-block horizontal reduction: per block b, A_g (g < 8) holds dword g of each row's 32 quants
+// (transpose_rows16), offset to unsigned (xor 0x80); per column, 8 vpdpbusd with the column's dword g
+// broadcast give all 16 rows' isums at once, from an accumulator that starts at −128·Σx (the
+// offset's correction, per column and block, computed for 64 blocks at a time as the 4-row tile
+// does). Then v = (d_w·d_x)·(float)isum for the 16 rows is added into partial[b % 32] of the column
+// (kept in memory, lanes = rows), and the 32 partials fold with Partials32's tree, elementwise over
+// the rows. Every (row, column) gets vec_dot_q8_0_scalar's integers, products and additions in its
+// order. Rows ≥ nr read row 0 (valid memory) and are dropped.
+void vec_dot_tile16_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride,
+                                int nr, int nc, float* out, int64_t out_stride) {
+  if (15 * w_stride > INT32_MAX - 64) {  // gather offsets are int32: the 4-row tile instead
+    for (int r = 0; r < nr; r += 4)
+      vec_dot_tile_q8_0_avx512(n, static_cast<const uint8_t*>(w) + r * w_stride, w_stride, act, act_stride,
+                               std::min(4, nr - r), nc, out + r, out_stride);
+    return;
+  }
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* ap = static_cast<const uint8_t*>(act);
+  const int64_t nb = n / 32;
+  alignas(64) int32_t roff[16];
+  for (int r = 0; r < 16; ++r) roff[r] = static_cast<int32_t>((r < nr ? r : 0) * w_stride);
+  const __m512i vroff = _mm512_load_si512(roff);
+  const __m512i c80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  alignas(64) float part[kMaxTileCols][32][16];
+  for (int c = 0; c < nc; ++c)
+    for (int i = 0; i < 32; ++i) _mm512_store_ps(part[c][i], _mm512_setzero_ps());
+  constexpr int64_t kChunk = 64;  // blocks whose corrections are computed together
+  alignas(64) int32_t ncorr[kMaxTileCols][kChunk];
+  for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+    const int64_t b1 = std::min(nb, b0 + kChunk);
+    for (int c = 0; c < nc; ++c) {
+      const uint8_t* ac = ap + c * act_stride;
+      for (int64_t s = b0; s < b1; s += 16) {  // lane j = −128·Σx of block s + j
+        const int cnt = static_cast<int>(std::min<int64_t>(16, b1 - s));
+        __m512i v[8];
+        for (int i = 0; i < 8; ++i) {
+          if (2 * i >= cnt) {
+            v[i] = _mm512_setzero_si512();
+            continue;
+          }
+          v[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80, load_block_pair(ac + s * kABytes, kABytes, 4, i, cnt));
+        }
+        _mm512_store_si512(&ncorr[c][s - b0], _mm512_sub_epi32(_mm512_setzero_si512(), reduce8x8(v)));
+      }
+    }
+    for (int64_t b = b0; b < b1; ++b) {
+      const uint8_t* wb = wp + b * kWBytes;
+      __m512i A[8];
+      transpose_rows16(wb + 2, roff, A);
+      for (int g = 0; g < 8; ++g) A[g] = _mm512_xor_si512(A[g], c80);
+      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(vroff, wb, 1)));
+      for (int c = 0; c < nc; ++c) {
+        const uint8_t* xb = ap + c * act_stride + b * kABytes;
+        int32_t xw[8];
+        std::memcpy(xw, xb + 4, sizeof xw);
+        __m512i acc = _mm512_set1_epi32(ncorr[c][b - b0]);
+        for (int g = 0; g < 8; ++g) acc = _mm512_dpbusd_epi32(acc, A[g], _mm512_set1_epi32(xw[g]));
+        float dx;
+        std::memcpy(&dx, xb, sizeof dx);
+        const __m512 v = _mm512_mul_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(acc));
+        float* p = part[c][b % 32];
+        _mm512_store_ps(p, _mm512_add_ps(_mm512_load_ps(p), v));
+      }
+    }
+  }
+  for (int c = 0; c < nc; ++c) {
+    for (int s = 16; s >= 1; s >>= 1)
+      for (int i = 0; i < s; ++i)
+        _mm512_store_ps(part[c][i], _mm512_add_ps(_mm512_load_ps(part[c][i]), _mm512_load_ps(part[c][i + s])));
+    for (int r = 0; r < nr; ++r) out[c * out_stride + r] = part[c][0][r];
+  }
 }
 
 }  // namespace dsv4::cpu

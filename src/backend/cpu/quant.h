@@ -45,7 +45,7 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* act);
 // row: out[i] must equal vec_dot(n, w + i * w_stride, act) bit for bit. Lets a kernel load and
 // expand each activation block once for several rows.
 using VecDotRowsFn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
-// nr (1..4) rows x nc (1..kMaxTileCols) activation columns (column c at act + c * act_stride bytes;
+// nr (1..4, or the type's tile_rows) rows x nc (1..kMaxTileCols) activation columns (column c at act + c * act_stride bytes;
 // the prepared form when the type has prepare_act): out[c * out_stride + i] must equal the dot of row
 // i and column c bit for bit. Lets a kernel expand each weight block once for several columns (matmul).
 using VecDotTileFn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride,
@@ -53,6 +53,7 @@ using VecDotTileFn = void (*)(int64_t n, const void* w, int64_t w_stride, const 
 // 8: 16 (one decode per ~12-token MoE expert of a 512-token prefill chunk) measured no faster in the
 // model and slower for IQ2_XXS at 64/512 columns (its prepared activations for 16 columns outgrow L1).
 constexpr int kMaxTileCols = 8;
+constexpr int kMaxTileRows = 16;  // TypeKernels::tile_rows
 
 // Optional matrix x matrix on AMX int8 tiles (CpuContext::use_amx, set only where
 // base/cpu_features.h amx_int8_usable()): out[c * y_stride + r] equals vec_dot of row r and column c
@@ -96,6 +97,8 @@ struct TypeKernels {
   // Optional, per SimdLevel: the tile form (on prepared activations when prepare_act is set), used by
   // matmul when cols > 1.
   VecDotTileFn vec_dot_tile[kSimdLevelCount] = {};
+  // Rows one vec_dot_tile call takes at that level (nr 1..tile_rows); 0 means 4. At most kMaxTileRows.
+  int tile_rows[kSimdLevelCount] = {};
   AmxKernels amx = {};  // optional (AVX-512 levels only)
 };
 

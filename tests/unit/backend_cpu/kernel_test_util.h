@@ -73,13 +73,15 @@ inline uint16_t random_f16(std::mt19937& rng, int lo_exp, int hi_exp, bool signe
 inline void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 inline void put_f32(uint8_t* p, float v) { std::memcpy(p, &v, 4); }
 
-// Every tile kernel (quant.h VecDotTileFn) of k at a runnable level, called directly on 4 weight rows
-// (row i at w + i * w_stride) and `cols` (<= kMaxTileCols) quantized activation rows (column c at
-// act + c * act_stride, prepared first when the level has prepare_act): for every nr (1..4) and nc
-// (1..cols), out[c][i] must equal the scalar vec_dot of row i and column c bit for bit (or both NaN).
-// Returns how many levels had a tile kernel.
+// Every tile kernel (quant.h VecDotTileFn) of k at a runnable level, called directly on `w_rows` weight
+// rows (row i at w + i * w_stride) and `cols` (<= kMaxTileCols) quantized activation rows (column c at
+// act + c * act_stride, prepared first when the level has prepare_act): for every nr (1..the level's
+// tile_rows, at most w_rows) and nc (1..cols), out[c][i] must equal the scalar vec_dot of row i and
+// column c bit for bit (or both NaN). A level whose tile takes more rows than w_rows fails: give the
+// test enough rows. Returns how many levels had a tile kernel.
 inline int expect_tiles_match_scalar(const TypeKernels& k, int64_t n, const uint8_t* w, int64_t w_stride,
-                                     const uint8_t* act, int64_t act_stride, int cols, const std::string& what) {
+                                     const uint8_t* act, int64_t act_stride, int cols, const std::string& what,
+                                     int w_rows = 4) {
   int levels = 0;
   for (int level = 0; level <= static_cast<int>(detected_simd_level()); ++level) {
     const VecDotTileFn tile = k.vec_dot_tile[level];
@@ -95,14 +97,19 @@ inline int expect_tiles_match_scalar(const TypeKernels& k, int64_t n, const uint
       for (int c = 0; c < cols; ++c) k.prepare_act[level](act + c * act_stride, n, base + c * a_stride);
       a = base;
     }
-    for (int nr = 1; nr <= 4; ++nr) {
+    const int max_rows = k.tile_rows[level] > 0 ? k.tile_rows[level] : 4;
+    if (max_rows > w_rows) {
+      ADD_FAILURE() << what << ": level " << level << " tiles " << max_rows << " rows, the test gave " << w_rows;
+      return levels;
+    }
+    for (int nr = 1; nr <= max_rows; ++nr) {
       for (int nc = 1; nc <= cols; ++nc) {
-        std::vector<float> out(static_cast<size_t>(4 * kMaxTileCols), -1.0f);
-        tile(n, w, w_stride, a, a_stride, nr, nc, out.data(), 4);
+        std::vector<float> out(static_cast<size_t>(kMaxTileRows * kMaxTileCols), -1.0f);
+        tile(n, w, w_stride, a, a_stride, nr, nc, out.data(), kMaxTileRows);
         for (int c = 0; c < nc; ++c)
           for (int i = 0; i < nr; ++i) {
             const float ref = k.vec_dot[0](n, w + i * w_stride, act + c * act_stride);
-            const float got = out[static_cast<size_t>(4 * c + i)];
+            const float got = out[static_cast<size_t>(kMaxTileRows * c + i)];
             if (!same_float(ref, got)) {  // the first difference only
               ADD_FAILURE() << what << ": level " << level << " nr " << nr << " nc " << nc << " row " << i << " col "
                             << c << " got " << got << " want " << ref;

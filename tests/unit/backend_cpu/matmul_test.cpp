@@ -247,7 +247,8 @@ TEST(Matmul, TileKernelsMatchScalar) {
                             int64_t{256 * 8}, int64_t{256 * 24}, int64_t{21}, int64_t{117}}) {
       if (tensor_row_bytes(k->type, n) < 0 || act_row_bytes(k->act, n) < 0) continue;
       if (k->act == ActFormat::kQ8_K && n % 256 != 0) continue;
-      const RandomProblem p(*k, n, 6, 19, rng);
+      // 21 rows: a whole 16-row tile (TypeKernels::tile_rows) and a remainder, and 4-row tiles.
+      const RandomProblem p(*k, n, 21, 19, rng);
       for (int threads : {1, 2}) {
         ThreadPool pool(threads);
         for (int level = 0; level <= static_cast<int>(detected_simd_level()); ++level) {

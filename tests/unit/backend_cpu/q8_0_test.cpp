@@ -201,8 +201,8 @@ TEST(Q8_0, SimdMatchesScalarBitForBit) {
   DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
-// Tile kernels (matmul) on raw rows of every pattern: 4 weight rows and kMaxTileCols activation rows
-// of one pattern each, every nr x nc, bit-identical to the scalar vec_dot.
+// Tile kernels (matmul) on raw rows of every pattern: kMaxTileRows weight rows and kMaxTileCols
+// activation rows of one pattern each, every nr x nc, bit-identical to the scalar vec_dot.
 TEST(Q8_0, TileMatchesScalarOnRawRows) {
   const TypeKernels& k = q8_0();
   std::mt19937 rng(13);
@@ -210,14 +210,14 @@ TEST(Q8_0, TileMatchesScalarOnRawRows) {
                     Pattern::kMinusOne28, Pattern::kHugeTiny}) {
     for (int64_t nb : {1, 7, 8, 9, 17, 128}) {
       std::vector<uint8_t> w, a;
-      for (int row = 0; row < std::max(4, kMaxTileCols); ++row) {
+      for (int row = 0; row < std::max(kMaxTileRows, kMaxTileCols); ++row) {
         const Rows r = make_rows(rng, nb, p);
-        if (row < 4) w.insert(w.end(), r.w.begin(), r.w.end());
+        if (row < kMaxTileRows) w.insert(w.end(), r.w.begin(), r.w.end());
         if (row < kMaxTileCols) a.insert(a.end(), r.a.begin(), r.a.end());
       }
       const int64_t w_stride = nb * kBlockBytes, a_stride = nb * static_cast<int64_t>(sizeof(BlockQ8_0Act));
       EXPECT_GE(test::expect_tiles_match_scalar(k, nb * 32, w.data(), w_stride, a.data(), a_stride, kMaxTileCols,
-                                                "pattern " + std::to_string(static_cast<int>(p))),
+                                                "pattern " + std::to_string(static_cast<int>(p)), kMaxTileRows),
                 1);
     }
   }
