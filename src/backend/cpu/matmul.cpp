@@ -1,9 +1,10 @@
 // backend/cpu/matmul.cpp — tiling and threading around vec_dot.
 //
 // Rows are split statically over the pool's threads. Inside a thread, rows go in tiles of kRowTile
-// (or the tile kernel's rows, if more) and columns in chunks of kColChunk so that a tile of weight rows stays in L1/L2 while it meets
-// every column of the chunk, and a chunk of quantized activations stays in L2. The order in which
-// output elements are produced changes nothing numerically: each is one independent vec_dot.
+// (or the tile kernel's rows, if more) and columns in chunks of kColChunk so that a tile of weight
+// rows stays in L1/L2 while it meets every column of the chunk, and a chunk of quantized activations
+// stays in L2. The order in which output elements are produced changes nothing numerically: each is
+// one independent vec_dot.
 #include "backend/cpu/matmul.h"
 
 #include <algorithm>

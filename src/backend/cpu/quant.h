@@ -45,8 +45,8 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* act);
 // row: out[i] must equal vec_dot(n, w + i * w_stride, act) bit for bit. Lets a kernel load and
 // expand each activation block once for several rows.
 using VecDotRowsFn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
-// nr (1..4, or the type's tile_rows) rows x nc (1..kMaxTileCols) activation columns (column c at act + c * act_stride bytes;
-// the prepared form when the type has prepare_act): out[c * out_stride + i] must equal the dot of row
+// nr (1..4, or the type's tile_rows) rows x nc (1..kMaxTileCols) activation columns (column c at
+// act + c * act_stride bytes; the prepared form when the type has prepare_act): out[c * out_stride + i] must equal the dot of row
 // i and column c bit for bit. Lets a kernel expand each weight block once for several columns (matmul).
 using VecDotTileFn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride,
                               int nr, int nc, float* out, int64_t out_stride);
