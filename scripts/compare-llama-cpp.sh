@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/compare-llama-cpp.sh — dsv4 against llama.cpp on the CPU, on the same file at the same thread
 # count (issue 20), as one command:
-#   1. builds llama.cpp's llama-bench (CPU only, native ISA) from a pinned source package outside the
+#   1. builds llama.cpp's llama-bench (CPU only, native ISA or --isa avx2) from a pinned source package outside the
 #      repo: the llama-cpp-python 0.3.36 sdist from PyPI (sha256 checked), whose vendor/llama.cpp is
 #      ggml-org/llama.cpp@0c1e57098 (DeepSeek-V4 support). Cached in $LLAMA_CPP_CACHE
 #      (default ~/.cache/dsv4/llama-cpp): the tarball, the extracted tree and the build are reused.
@@ -12,7 +12,10 @@
 #      prefill 512 tokens, decode 16 tokens at depth 0 and 512.
 #   4. prints a markdown table (medians, min-max, dsv4 / llama.cpp), the CPU, its ISA, threads, versions.
 # Usage: scripts/compare-llama-cpp.sh [--threads N] [--repeat N] [--model PATH] [--prompt N] [--depth N]
-#                                     [--gen N] [--results DIR] [--llama-args "ARGS"]
+#                                     [--gen N] [--results DIR] [--llama-args "ARGS"] [--isa native|avx2]
+#   --isa avx2    compare at AVX2 on a machine that has more: llama.cpp built with GGML_NATIVE=OFF (AVX, AVX2,
+#                 FMA, F16C, BMI2; no AVX-512; a separate build directory) and dsv4 run with DSV4_SIMD=avx2 DSV4_AMX=off.
+#                 The most common x86 CPUs have AVX2 without AVX-512; this measures their paths on any host.
 #   --model PATH  the GGUF both engines run (default $LLAMA_CPP_CACHE/dsv4-flash-4l-q2-seed1.gguf;
 #                 written there if missing). Nothing in dsv4's file is changed for llama.cpp.
 #   --results DIR keep the raw outputs there (default: a temporary directory, removed at the end)
@@ -30,7 +33,7 @@ LCP_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 CACHE=${LLAMA_CPP_CACHE:-$HOME/.cache/dsv4/llama-cpp}
 JOBS=${JOBS:-$(nproc)}
 BUILD_DIR=${BUILD_DIR:-build}
-threads=2 repeat=5 model="" prompt=512 depth=512 gen=16 results="" llama_args=""
+threads=2 repeat=5 model="" prompt=512 depth=512 gen=16 results="" llama_args="" isa=native
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift ;;
@@ -41,18 +44,26 @@ while [ $# -gt 0 ]; do
     --gen) gen=$2; shift ;;
     --results) results=$2; shift ;;
     --llama-args) llama_args=$2; shift ;;
+    --isa) isa=$2; shift ;;
     -h|--help) sed -n '2,/^# Speed/p' "$0"; exit 0 ;;
     *) echo "compare-llama-cpp.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 log() { echo "compare-llama-cpp.sh: $*" >&2; }
+case "$isa" in
+  native) llama_isa_flags=() dsv4_isa_env=() bld_suffix="" ;;
+  avx2) llama_isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+                         -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF)
+        dsv4_isa_env=(DSV4_SIMD=avx2 DSV4_AMX=off) bld_suffix="-avx2" ;;
+  *) echo "compare-llama-cpp.sh: --isa is native or avx2, not $isa" >&2; exit 2 ;;
+esac
 
 # --- 1. llama.cpp from the pinned sdist -------------------------------------------------------------
 mkdir -p "$CACHE"
 tarball=$CACHE/llama_cpp_python-$LCP_VERSION.tar.gz
 src=$CACHE/src-$LCP_VERSION
-bld=$CACHE/build-$LCP_VERSION
+bld=$CACHE/build-$LCP_VERSION$bld_suffix
 llama_bench=$bld/bin/llama-bench
 if [ ! -x "$llama_bench" ]; then
   if [ ! -d "$src" ]; then
@@ -70,10 +81,10 @@ if [ ! -x "$llama_bench" ]; then
     rm -f "$src.part/.git"  # a submodule pointer into the sdist's .git, which is not extracted
     mv "$src.part" "$src"
   fi
-  log "building llama-bench (CPU, native ISA) in $bld with -j$JOBS"
+  log "building llama-bench (CPU, ISA $isa) in $bld with -j$JOBS"
   cmake -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF -DLLAMA_CURL=OFF \
     -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DLLAMA_BUILD_TOOLS=ON >/dev/null
+    -DLLAMA_BUILD_TOOLS=ON "${llama_isa_flags[@]}" >/dev/null
   cmake --build "$bld" --target llama-bench -j"$JOBS"
 fi
 if [ ! -f "$src/LLAMA_CPP_PYTHON_CHANGELOG.md" ] && [ -f "$tarball" ]; then  # a tree extracted by hand
@@ -123,7 +134,7 @@ run_llama() {  # two calls, so that the prefill test does not also run at the de
     >"$results/llama-$1-tg.json"
 }
 run_dsv4() {
-  "$dsv4" bench --backend cpu --threads "$threads" -m "$model" --prompt "$prompt" --depth "0,$depth" \
+  env "${dsv4_isa_env[@]}" "$dsv4" bench --backend cpu --threads "$threads" -m "$model" --prompt "$prompt" --depth "0,$depth" \
     --decode "$gen" --repeat 1 >"$results/dsv4-$1.txt"
 }
 for i in $(seq 1 "$repeat"); do
@@ -133,5 +144,5 @@ done
 
 # --- 4. the table -----------------------------------------------------------------------------------
 python3 scripts/compare_llama_cpp.py "$results" --prompt "$prompt" --gen "$gen" --depths "0,$depth" \
-  --threads "$threads" --model "$model" --dsv4-version "$dsv4_version" \
+  --threads "$threads" --isa "$isa" --model "$model" --dsv4-version "$dsv4_version" \
   --llama-version "$llama_version${llama_args:+; llama-bench $llama_args}"

@@ -94,6 +94,7 @@ def main():
     ap.add_argument("--depths", required=True)
     ap.add_argument("--threads", required=True)
     ap.add_argument("--model", default="")
+    ap.add_argument("--isa", default="native", help="native, or avx2: both engines limited to AVX2")
     ap.add_argument("--dsv4-version", default="?")
     ap.add_argument("--llama-version", default="?")
     a = ap.parse_args()
@@ -120,8 +121,10 @@ def main():
         ratio = "n/a" if x is None or y is None or y[0] == 0 else "**%.2f**" % (x[0] / y[0])
         print("| %s | %s | %s | %s |" % (label, cell(x), cell(y), ratio))
     print()
-    print("machine: %s; ISA: %s; threads: %s; runs: %d dsv4, %d llama.cpp (engines alternated)"
-          % (model, " ".join(isa) or "none of avx2/avx512/amx", a.threads, len(runs["dsv4"]), len(runs["llama"])))
+    compared = "the machine's own" if a.isa == "native" else "%s only (both engines built or run for it)" % a.isa
+    print("machine: %s; ISA: %s; compared at: %s; threads: %s; runs: %d dsv4, %d llama.cpp (engines alternated)"
+          % (model, " ".join(isa) or "none of avx2/avx512/amx", compared, a.threads, len(runs["dsv4"]),
+             len(runs["llama"])))
     if a.model:
         print("model: %s" % a.model)
     print("dsv4: %s" % a.dsv4_version)

@@ -1,0 +1,337 @@
+// tests/unit/backend/conformance_layer_test.cpp — op conformance (see conformance_test.cpp) of the
+// per-layer ops around attention and MoE: rms_norm, rope, hc_pre, hc_post, hc_head and hc_pre_norm.
+#include "conformance_fixture.h"
+
+namespace dsv4::conformance {
+namespace {
+
+// ================================================================================================
+// rms_norm
+// ================================================================================================
+
+struct RmsCase {
+  std::string name;
+  int64_t rows, n;
+  bool weight;
+  bool alias = false;
+  int64_t pad = 0;  // x and y as column slices [pad, pad + n) of wider tensors
+  float eps = 1e-6f;
+  int specials = 0;  // 1: special rows (zero, NaN, inf, overflowing, underflowing), 2: random specials
+};
+
+std::vector<RmsCase> rms_cases() {
+  return {
+      {"real_D4096", 3, 4096, true},
+      {"heads_512_no_w", 2 * 64, 512, false},
+      {"q_lora_1024", 4, 1024, true},
+      {"indexer_128", 5, 128, true, false, 0, 1e-5f},
+      {"odd_7", 5, 7, true},
+      {"odd_33_no_w", 3, 33, false},
+      {"one", 2, 1, true},
+      {"odd_100_specials", 6, 100, true, false, 0, 1e-6f, 1},
+      {"random_specials", 7, 64, true, false, 0, 1e-6f, 2},
+      {"alias_512", 4, 512, true, true},
+      {"alias_no_w_odd", 3, 45, false, true},
+      {"views", 3, 64, true, false, 5},
+      {"alias_view", 3, 96, true, true, 7},
+      {"eps0_special_rows", 6, 48, true, false, 0, 0.0f, 1},
+  };
+}
+
+TEST_P(Conformance, RmsNorm) {
+  uint64_t seed = 500;
+  for (const RmsCase& c : rms_cases()) {
+    SCOPED_TRACE("rms_norm case " + c.name);
+    Ctx x(be());
+    Rng rng(++seed);
+    std::vector<float> xs = rng.normals(c.rows * c.n, 2.0f);
+    if (c.specials == 1) {
+      for (int64_t i = 0; i < c.n; ++i) {
+        xs[static_cast<size_t>(i)] = 0.0f;                  // row 0: zeros (ss = 0)
+        xs[static_cast<size_t>(3 * c.n + i)] = 1e20f;       // row 3: ss overflows to inf
+        xs[static_cast<size_t>(4 * c.n + i)] = -1e-30f;     // row 4: ss underflows to 0
+      }
+      xs[static_cast<size_t>(c.n + c.n / 2)] = f_nan();    // row 1: one NaN
+      xs[static_cast<size_t>(2 * c.n)] = -f_inf();         // row 2: one inf
+    } else if (c.specials == 2) {
+      inject_specials(xs, rng, 9);
+    }
+    std::vector<float> ws = rng.normals(c.n, 0.3f);
+    for (auto& w : ws) w += 1.0f;
+    const int64_t width = c.n + 2 * c.pad;
+    std::vector<float> xwide(static_cast<size_t>(c.rows * width));
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t i = 0; i < width; ++i)
+        xwide[static_cast<size_t>(r * width + i)] =
+            (i >= c.pad && i < c.pad + c.n) ? xs[static_cast<size_t>(r * c.n + i - c.pad)] : rng.normal();
+    const Tensor xw = x.f32(xwide, width, c.rows);
+    const Tensor xt = c.pad ? xw.cols(c.pad, c.n) : xw;
+    const Tensor wt = c.weight ? x.f32_1d(ws) : Tensor{};
+    const Tensor yw = c.alias ? xw : x.alloc(TensorType::kF32, width, c.rows);
+    const Tensor yt = c.pad ? yw.cols(c.pad, c.n) : yw;
+    if (!x.step([&] { be().rms_norm(xt, wt, c.eps, yt); })) continue;
+    std::vector<float> ref(static_cast<size_t>(c.rows * c.n));
+    for (int64_t r = 0; r < c.rows; ++r)
+      rms_norm_row(xs.data() + r * c.n, c.n, c.weight ? ws.data() : nullptr, c.eps, ref.data() + r * c.n);
+    const std::vector<float> got = x.get<float>(yw);
+    EXPECT_TRUE(same_f32("rms_norm y", ref, got, c.rows, c.n, width, c.pad));
+    if (c.alias) {
+      for (int64_t r = 0; r < c.rows; ++r) {
+        for (int64_t i = 0; i < width; ++i) {
+          if (i >= c.pad && i < c.pad + c.n) continue;
+          EXPECT_EQ(f32_bits(got[static_cast<size_t>(r * width + i)]), f32_bits(xwide[static_cast<size_t>(r * width + i)]))
+              << "rms_norm changed column " << i << " outside its view";
+        }
+      }
+    } else {
+      EXPECT_TRUE(poison_outside("rms_norm y neighbours", got, c.rows, width, c.pad, c.n));
+    }
+    count("rms_norm");
+  }
+}
+
+// ================================================================================================
+// rope
+// ================================================================================================
+
+struct RopeCase {
+  std::string name;
+  int64_t rows, row_len, n_rot, rows_per_pos, p0;
+  bool inverse;
+  int64_t pad = 0;    // x as columns [pad, pad + row_len) of a wider tensor
+  int freqs = 0;      // 0: 10000^(−2k/n_rot), 1: random in [0, 1.5)
+  bool specials = false;
+};
+
+std::vector<RopeCase> rope_cases() {
+  return {
+      {"q_heads_real", 3 * 64, 512, 64, 64, 0, false},
+      {"kv_real_p1000", 5, 512, 64, 1, 1000, false},
+      {"o_inverse_p70000", 2 * 64, 512, 64, 64, 70000, true},
+      {"p_2e24_plus1", 4, 512, 64, 1, 16777217, false, 0, 1},
+      {"p_1e8_inverse", 3, 128, 64, 1, 100000000, true, 0, 1},
+      {"indexer_q", 2 * 64, 128, 64, 64, 4097, false},
+      {"odd_rows_per_pos", 7, 10, 4, 3, 5, false, 0, 1},
+      {"full_row", 4, 8, 8, 2, 11, true, 0, 1},
+      {"view", 6, 40, 16, 2, 33, false, 3, 1},
+      {"specials", 6, 32, 16, 1, 9, false, 0, 1, true},
+  };
+}
+
+TEST_P(Conformance, Rope) {
+  uint64_t seed = 600;
+  for (const RopeCase& c : rope_cases()) {
+    SCOPED_TRACE("rope case " + c.name);
+    Ctx x(be());
+    Rng rng(++seed);
+    const int64_t width = c.row_len + 2 * c.pad;
+    std::vector<float> xs = rng.normals(c.rows * width);
+    if (c.specials) inject_specials(xs, rng, 10);
+    std::vector<float> fr(static_cast<size_t>(c.n_rot / 2));
+    for (int64_t k = 0; k < c.n_rot / 2; ++k)
+      fr[static_cast<size_t>(k)] = c.freqs == 0 ? static_cast<float>(std::pow(10000.0, -2.0 * k / c.n_rot))
+                                                : rng.uniform(0.0f, 1.5f);
+    const Tensor xw = x.f32(xs, width, c.rows);
+    const Tensor xt = c.pad ? xw.cols(c.pad, c.row_len) : xw;
+    const Tensor ft = x.f32_1d(fr);
+    if (!x.step([&] { be().rope(xt, c.rows_per_pos, c.p0, c.n_rot, ft, c.inverse); })) continue;
+    std::vector<float> ref = xs;
+    for (int64_t r = 0; r < c.rows; ++r)
+      rope_row(ref.data() + r * width + c.pad, c.row_len, c.p0 + r / c.rows_per_pos, c.n_rot, fr.data(), c.inverse);
+    EXPECT_TRUE(same_f32("rope x (whole tensor: untouched columns included)", ref, x.get<float>(xw), c.rows, width));
+    count("rope");
+  }
+}
+
+// ================================================================================================
+// hc_pre / hc_post / hc_head
+// ================================================================================================
+
+struct HcCase {
+  std::string name;
+  int64_t n, hc, D, iters;
+  float eps;
+  int specials = 0;  // 1: NaN / inf / saturating values in mix, X and base
+};
+
+std::vector<HcCase> hc_cases() {
+  return {
+      {"real_hc4_D4096_20iters", 3, 4, 4096, 20, 1e-6f},
+      {"hc4_D64_1iter", 5, 4, 64, 1, 1e-6f},
+      {"hc4_D64_3iters", 4, 4, 64, 3, 1e-6f},
+      {"hc4_odd_D7", 2, 4, 7, 20, 1e-6f},
+      {"hc2_D33", 3, 2, 33, 5, 1e-4f},
+      {"hc3_D5", 2, 3, 5, 7, 1e-6f},
+      {"specials", 6, 4, 24, 20, 1e-6f, 1},
+      {"saturating_mix", 3, 4, 16, 20, 1e-6f, 2},
+  };
+}
+
+struct HcData {
+  std::vector<float> mix, scale, base, X;
+};
+
+HcData hc_data(const HcCase& c, Rng& rng, int64_t n_mix) {
+  HcData d;
+  d.mix = rng.normals(c.n * n_mix, 1.5f);
+  d.scale = {rng.uniform(0.3f, 2.0f), rng.uniform(0.3f, 2.0f), rng.uniform(0.3f, 2.0f)};
+  d.base = rng.normals(n_mix, 0.5f);
+  d.X = rng.normals(c.n * c.hc * c.D);
+  if (c.specials == 1) {
+    inject_specials(d.mix, rng, 4);
+    inject_specials(d.X, rng, 8);
+    d.base[static_cast<size_t>(n_mix - 1)] = f_inf();
+  } else if (c.specials == 2) {
+    for (auto& m : d.mix) m *= 60.0f;  // softmax rows saturate: exp underflows to 0 and subnormals
+  }
+  return d;
+}
+
+TEST_P(Conformance, HcPre) {
+  uint64_t seed = 700;
+  for (const HcCase& c : hc_cases()) {
+    SCOPED_TRACE("hc_pre case " + c.name);
+    Ctx x(be());
+    Rng rng(++seed);
+    const int64_t n_mix = (2 + c.hc) * c.hc;
+    const HcData d = hc_data(c, rng, n_mix);
+    const Tensor mix = x.f32(d.mix, n_mix, c.n), scale = x.f32_1d(d.scale), base = x.f32_1d(d.base);
+    const Tensor X = x.f32(d.X, c.hc * c.D, c.n);
+    const Tensor xo = x.alloc(TensorType::kF32, c.D, c.n), post = x.alloc(TensorType::kF32, c.hc, c.n),
+                 comb = x.alloc(TensorType::kF32, c.hc * c.hc, c.n);
+    if (!x.step([&] { be().hc_pre(mix, scale, base, c.eps, c.iters, X, xo, post, comb); })) continue;
+    std::vector<float> rx(static_cast<size_t>(c.n * c.D)), rp(static_cast<size_t>(c.n * c.hc)),
+        rc(static_cast<size_t>(c.n * c.hc * c.hc));
+    for (int64_t t = 0; t < c.n; ++t)
+      hc_pre_token(d.mix.data() + t * n_mix, d.scale.data(), d.base.data(), c.hc, c.D, c.eps, c.iters,
+                   d.X.data() + t * c.hc * c.D, rx.data() + t * c.D, rp.data() + t * c.hc, rc.data() + t * c.hc * c.hc);
+    EXPECT_TRUE(same_f32("hc_pre comb", rc, x.get<float>(comb), c.n, c.hc * c.hc));
+    EXPECT_TRUE(same_f32("hc_pre post", rp, x.get<float>(post), c.n, c.hc));
+    EXPECT_TRUE(same_f32("hc_pre x", rx, x.get<float>(xo), c.n, c.D));
+    count("hc_pre");
+  }
+}
+
+TEST_P(Conformance, HcPost) {
+  uint64_t seed = 800;
+  for (const HcCase& c : hc_cases()) {
+    SCOPED_TRACE("hc_post case " + c.name);
+    Ctx x(be());
+    Rng rng(++seed);
+    std::vector<float> X = rng.normals(c.n * c.hc * c.D), y = rng.normals(c.n * c.D),
+                       post = rng.normals(c.n * c.hc), comb = rng.normals(c.n * c.hc * c.hc, 0.5f);
+    if (c.specials) {
+      inject_specials(X, rng, 8);
+      inject_specials(y, rng, 3);
+      comb[1] = f_nan();
+    }
+    const Tensor Xt = x.f32(X, c.hc * c.D, c.n), yt = x.f32(y, c.D, c.n), pt = x.f32(post, c.hc, c.n),
+                 ct = x.f32(comb, c.hc * c.hc, c.n);
+    const Tensor out = x.alloc(TensorType::kF32, c.hc * c.D, c.n);
+    if (!x.step([&] { be().hc_post(Xt, yt, pt, ct, out); })) continue;
+    std::vector<float> ref(static_cast<size_t>(c.n * c.hc * c.D));
+    for (int64_t t = 0; t < c.n; ++t)
+      hc_post_token(X.data() + t * c.hc * c.D, y.data() + t * c.D, post.data() + t * c.hc, comb.data() + t * c.hc * c.hc,
+                    c.hc, c.D, ref.data() + t * c.hc * c.D);
+    EXPECT_TRUE(same_f32("hc_post X_out", ref, x.get<float>(out), c.n, c.hc * c.D));
+    count("hc_post");
+  }
+}
+
+TEST_P(Conformance, HcHead) {
+  uint64_t seed = 900;
+  for (const HcCase& c : hc_cases()) {
+    SCOPED_TRACE("hc_head case " + c.name);
+    Ctx x(be());
+    Rng rng(++seed);
+    std::vector<float> mix = rng.normals(c.n * c.hc, 1.5f), base = rng.normals(c.hc, 0.5f), X = rng.normals(c.n * c.hc * c.D);
+    std::vector<float> scale = {rng.uniform(0.3f, 2.0f)};
+    if (c.specials) {
+      inject_specials(mix, rng, 2);
+      inject_specials(X, rng, 8);
+    }
+    const Tensor mt = x.f32(mix, c.hc, c.n), st = x.f32_1d(scale), bt = x.f32_1d(base), Xt = x.f32(X, c.hc * c.D, c.n);
+    const Tensor y = x.alloc(TensorType::kF32, c.D, c.n);
+    if (!x.step([&] { be().hc_head(mt, st, bt, c.eps, Xt, y); })) continue;
+    std::vector<float> ref(static_cast<size_t>(c.n * c.D));
+    for (int64_t t = 0; t < c.n; ++t)
+      hc_head_token(mix.data() + t * c.hc, scale[0], base.data(), c.hc, c.D, c.eps, X.data() + t * c.hc * c.D,
+                    ref.data() + t * c.D);
+    EXPECT_TRUE(same_f32("hc_head y", ref, x.get<float>(y), c.n, c.D));
+    count("hc_head");
+  }
+}
+
+// hc_pre_norm: rms_norm(X) → matmul(fn) → hc_pre → rms_norm(collapsed, norm), as the scalar
+// references composed. The CUDA backend fuses it for float fn types whose rows fit in shared memory
+// (the F32 D4096 and Q8_0 cases take its unfused path); the CPU runs the four ops.
+struct HcPreNormCase {
+  std::string name;
+  int64_t n, hc, D, iters;
+  float eps;
+  TensorType fn_type;
+  bool norm_weight = true;
+  int specials = 0;  // 1: NaN / inf in X
+};
+
+TEST_P(Conformance, HcPreNorm) {
+  const std::vector<HcPreNormCase> cases = {
+      {"real_hc4_D4096_f16", 2, 4, 4096, 20, 1e-6f, TensorType::kF16},
+      {"tokens5_D256_f16", 5, 4, 256, 20, 1e-6f, TensorType::kF16},
+      {"f32_D64", 3, 4, 64, 3, 1e-6f, TensorType::kF32},
+      {"f32_D4096_unfused", 1, 4, 4096, 20, 1e-6f, TensorType::kF32},
+      {"bf16_hc2_D33", 3, 2, 33, 5, 1e-4f, TensorType::kBF16},
+      {"f16_hc3_D5_no_norm_weight", 2, 3, 5, 7, 1e-6f, TensorType::kF16, false},
+      {"q8_0_unfused", 2, 4, 64, 20, 1e-6f, TensorType::kQ8_0},
+      {"specials_f16", 3, 4, 96, 20, 1e-6f, TensorType::kF16, true, 1},
+  };
+  uint64_t seed = 950;
+  for (const HcPreNormCase& c : cases) {
+    SCOPED_TRACE("hc_pre_norm case " + c.name);
+    if (!supported(Op::kMatmul, c.fn_type)) continue;
+    Ctx x(be());
+    Rng rng(++seed);
+    const int64_t n_mix = (2 + c.hc) * c.hc, HD = c.hc * c.D;
+    std::vector<float> X = rng.normals(c.n * HD), base = rng.normals(n_mix, 0.5f), normw = rng.normals(c.D, 0.5f);
+    std::vector<float> scale = {rng.uniform(0.3f, 2.0f), rng.uniform(0.3f, 2.0f), rng.uniform(0.3f, 2.0f)};
+    if (c.specials) inject_specials(X, rng, 6);
+    const int64_t ne[2] = {HD, n_mix};
+    backend::HcPreNormArgs a;
+    const float sigma = 1.5f / std::sqrt(static_cast<float>(HD));  // mix values of order 1
+    a.fn = x.weight(c.fn_type, weight_bytes(c.fn_type, HD, n_mix, rng, WeightGen::kRandom, sigma), 2, ne);
+    const uint8_t* fn_bytes = x.host_bytes_of_last();
+    a.X = x.f32(X, HD, c.n);
+    a.scale = x.f32_1d(scale);
+    a.base = x.f32_1d(base);
+    a.hc_eps = c.eps;
+    a.iters = c.iters;
+    if (c.norm_weight) a.norm = x.f32_1d(normw);
+    a.rms_eps = 1e-6f;
+    a.streams = x.alloc(TensorType::kF32, HD, c.n);
+    a.mix = x.alloc(TensorType::kF32, n_mix, c.n);
+    a.collapsed = x.alloc(TensorType::kF32, c.D, c.n);
+    a.x = x.alloc(TensorType::kF32, c.D, c.n);
+    a.post = x.alloc(TensorType::kF32, c.hc, c.n);
+    a.comb = x.alloc(TensorType::kF32, c.hc * c.hc, c.n);
+    if (!x.step([&] { be().hc_pre_norm(a); })) continue;
+    std::vector<float> rmix(static_cast<size_t>(c.n * n_mix)), rx(static_cast<size_t>(c.n * c.D)),
+        rp(static_cast<size_t>(c.n * c.hc)), rc(static_cast<size_t>(c.n * c.hc * c.hc)), streams(static_cast<size_t>(HD)),
+        coll(static_cast<size_t>(c.D));
+    for (int64_t t = 0; t < c.n; ++t) {
+      const float* Xt = X.data() + t * HD;
+      rms_norm_row(Xt, HD, nullptr, a.rms_eps, streams.data());
+      matmul(c.fn_type, fn_bytes, HD, n_mix, streams.data(), HD, 1, rmix.data() + t * n_mix, n_mix);
+      hc_pre_token(rmix.data() + t * n_mix, scale.data(), base.data(), c.hc, c.D, c.eps, c.iters, Xt, coll.data(),
+                   rp.data() + t * c.hc, rc.data() + t * c.hc * c.hc);
+      rms_norm_row(coll.data(), c.D, c.norm_weight ? normw.data() : nullptr, a.rms_eps, rx.data() + t * c.D);
+    }
+    EXPECT_TRUE(same_f32("hc_pre_norm mix", rmix, x.get<float>(a.mix), c.n, n_mix));
+    EXPECT_TRUE(same_f32("hc_pre_norm comb", rc, x.get<float>(a.comb), c.n, c.hc * c.hc));
+    EXPECT_TRUE(same_f32("hc_pre_norm post", rp, x.get<float>(a.post), c.n, c.hc));
+    EXPECT_TRUE(same_f32("hc_pre_norm x", rx, x.get<float>(a.x), c.n, c.D));
+    count("hc_pre_norm");
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::conformance
