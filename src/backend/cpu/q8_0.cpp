@@ -56,8 +56,8 @@ const TypeKernels kQ8_0Kernels[] = {{
     .vec_dot = {vec_dot_q8_0_scalar, vec_dot_q8_0_avx2, vec_dot_q8_0_avx512},
     .vec_dot_rows = {nullptr, nullptr, vec_dot_rows_q8_0_avx512},
     .rows_for_matvec = false,
-    .vec_dot_tile = {nullptr, vec_dot_tile_q8_0_avx2, vec_dot_tile16_q8_0_avx512},
-    .tile_rows = {0, 0, 16},
+    .vec_dot_tile = {nullptr, vec_dot_tile8_q8_0_avx2, vec_dot_tile16_q8_0_avx512},
+    .tile_rows = {0, 8, 16},
     .amx = {q8_0_amx_group_bytes, q8_0_amx_pack_group, q8_0_amx_matmul},
 }};
 

@@ -8,7 +8,8 @@
 //     isum of block j).
 //   scale: (f16->f32 d_w * d_x) * (float)isum, blended in for tails (lanes past the row unchanged).
 //   final: (acc0 + acc2) + (acc1 + acc3)  (s = 16, s = 8), then fold 128/64/32-bit halves.
-// The tile form (matmul) computes the same integer dots and f32 steps per (row, column), below.
+// The tile form (matmul) puts 8 rows in the lanes instead (vec_dot_tile8_q8_0_avx2) with the same
+// integers, products and additions per (row, column).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -48,86 +49,110 @@ inline float reduce_partials(const __m256 acc[4]) {
   return reduce_partials32_avx2(acc[0], acc[1], acc[2], acc[3]);
 }
 
-// The f32 step of chunk c (vec_dot_q8_0_avx2's): lane j += (d_w · d_x) · (float)isum for the cnt valid
-// lanes (the others keep their bits).
-inline void add_chunk(__m256 dw, __m256 dx, __m256i isum, int cnt, __m256& a) {
-  const __m256 val = _mm256_mul_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum));
-  add_first_lanes_avx2(a, val, cnt);
-}
-
-// ---- tile: nr rows x nc columns per call (matmul) ---------------------------------------------------
+// ---- tile8: rows in vector lanes (matmul at AVX2) -------------------------------------------------
 //
-// The same integer dots as block_dot (int16 operands, vpmaddwd, exact for -128 on either side) and the
-// same f32 steps, but each weight block is widened once for C columns and each activation block once
-// for R rows: R = 2 rows x C = 4 columns keep 8 int32 sums, 4 weight vectors and a column's 2 in the
-// 16 ymm registers. Block j of a chunk leaves 8 lanes in part[r][c][j]; reduce8x8 then gives lane j =
-// isum of block j, as in vec_dot.
-
-template <int R, int C>
-inline void tile_chunk(const uint8_t* wc, int64_t w_stride, const uint8_t* ac, int64_t act_stride, int cnt, int c0,
-                       __m256i (*part)[kMaxTileCols][8]) {
-#pragma GCC unroll 1
-  for (int j = 0; j < cnt; ++j) {
-    __m256i w0[R], w1[R];
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* wb = wc + r * w_stride + j * kWBytes;
-      w0[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 2)));
-      w1[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 18)));
-    }
-    for (int c = 0; c < C; ++c) {
-      const uint8_t* xb = ac + (c0 + c) * act_stride + j * kABytes;
-      __m256i x0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 4)));
-      __m256i x1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 20)));
-      __asm__("" : "+x"(x0), "+x"(x1));  // in registers: GCC would otherwise reload them per use
-      for (int r = 0; r < R; ++r)
-        _mm256_store_si256(&part[r][c0 + c][j],
-                           _mm256_add_epi32(_mm256_madd_epi16(w0[r], x0), _mm256_madd_epi16(w1[r], x1)));
-    }
+// A[g] lane r = dword g of row r's 32 quants (positions 4g .. 4g+3) of one block, by loads and an 8×8
+// dword transpose (unpack 32, unpack 64, 128-bit lane swap) instead of gathers. Rows ≥ nr read row 0
+// (valid memory) and are dropped.
+inline void transpose_rows8(const uint8_t* p, int64_t stride, int nr, __m256i A[8]) {
+  __m256i z[8];
+  for (int i = 0; i < 8; ++i)
+    z[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + (i < nr ? i : 0) * stride));
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(z[2 * i], z[2 * i + 1]);      // r0d0 r1d0 r0d1 r1d1 | r0d4 r1d4 r0d5 r1d5
+    t[2 * i + 1] = _mm256_unpackhi_epi32(z[2 * i], z[2 * i + 1]);  // r0d2 r1d2 r0d3 r1d3 | r0d6 ..
+  }
+  for (int i = 0; i < 2; ++i) {  // rows 4i .. 4i+3
+    u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);      // d0 of 4 rows | d4
+    u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);      // d1 | d5
+    u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);  // d2 | d6
+    u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);  // d3 | d7
+  }
+  for (int k = 0; k < 4; ++k) {
+    A[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);      // rows 0-3 | rows 4-7, dword k
+    A[4 + k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);  // dword 4 + k
   }
 }
 
-using TileChunkFn = void (*)(const uint8_t*, int64_t, const uint8_t*, int64_t, int, int, __m256i (*)[kMaxTileCols][8]);
-constexpr TileChunkFn kTileChunk[2][4] = {
-    {tile_chunk<1, 1>, tile_chunk<1, 2>, tile_chunk<1, 3>, tile_chunk<1, 4>},
-    {tile_chunk<2, 1>, tile_chunk<2, 2>, tile_chunk<2, 3>, tile_chunk<2, 4>},
-};
+// Columns xq[0..3] of one block (lane r = the exact int dot of row r and that column): maddubs(|w|,
+// sign(x, w)) = w·x per byte (|w| ≤ 128 unsigned; sign(x, w) = ±x or 0 with x ∈ [−127, 127], so
+// negating never wraps), pair sums ≤ 2·128·127 < 2^15 (no saturation), vpmaddwd with ones -> int32.
+// Named sums and an empty asm per step keep GCC from reassociating the 32 products into a tree (which
+// spills them); A and |A| come through opaque pointers, one load each per 4 columns.
+__attribute__((always_inline)) inline void tile8_block_cols4(const __m256i* A, const __m256i* Aabs,
+                                                             const uint8_t* const* xq, __m256i* isum) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+  const auto step = [&](__m256i& s, __m256i a, __m256i aa, const uint8_t* x) {
+    int32_t xd;
+    std::memcpy(&xd, x, 4);
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(aa, _mm256_sign_epi8(_mm256_set1_epi32(xd), a)), ones));
+    __asm__("" : "+x"(s));
+  };
+#pragma GCC unroll 8
+  for (int g = 0; g < 8; ++g) {
+    const __m256i* ap = A + g;
+    const __m256i* aap = Aabs + g;
+    __asm__("" : "+r"(ap), "+r"(aap));
+    const __m256i a = _mm256_load_si256(ap), aa = _mm256_load_si256(aap);
+    step(s0, a, aa, xq[0] + 4 * g);
+    step(s1, a, aa, xq[1] + 4 * g);
+    step(s2, a, aa, xq[2] + 4 * g);
+    step(s3, a, aa, xq[3] + 4 * g);
+  }
+  isum[0] = s0, isum[1] = s1, isum[2] = s2, isum[3] = s3;
+}
 
 }  // namespace
 
-void vec_dot_tile_q8_0_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
-                            int nc, float* out, int64_t out_stride) {
+// nr (1..8) rows × nc (1..kMaxTileCols) columns with the rows in the 8 lanes of a vector, so no
+// per-block horizontal reduction (the AVX-512 16-row tile's scheme with AVX2's multiplies): per block
+// b, A_g (transpose_rows8) and |A_g|; per column, lane r = the block's exact int dot of row r
+// (tile8_block_cols4); v = (d_w·d_x)·(float)isum for the 8 rows is added into partial[b % 32] of the
+// column (kept in memory, lanes = rows), and the 32 partials fold with Partials32's tree, elementwise
+// over the rows: vec_dot_q8_0_scalar's integers, products and additions in its order for every (row,
+// column). Needs activation quants in [−127, 127] — what quantize_act writes (numerics/quant_ref.h
+// clamps); vec_dot and the 2-row tile also take −128.
+void vec_dot_tile8_q8_0_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
+                             int nc, float* out, int64_t out_stride) {
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(act);
   const int64_t nb = n / 32;
-  __m256 acc[4][kMaxTileCols][4];
-  for (auto& row : acc)
-    for (auto& col : row)
-      for (auto& v : col) v = _mm256_setzero_ps();
-  alignas(32) __m256i part[4][kMaxTileCols][8];
-  for (int64_t c = 0; c * 8 < nb; ++c) {
-    const int64_t b0 = c * 8;
-    const int cnt = static_cast<int>(std::min<int64_t>(8, nb - b0));
-    const uint8_t* wc = wp + b0 * kWBytes;
-    const uint8_t* ac = ap + b0 * kABytes;
-    for (int r = 0; r < nr; r += 2)
-      for (int col = 0; col < nc; col += 4)
-        kTileChunk[std::min(2, nr - r) - 1][std::min(4, nc - col) - 1](wc + r * w_stride, w_stride, ac, act_stride, cnt,
-                                                                        col, part + r);
-    alignas(32) float dxa[kMaxTileCols][8] = {};
-    for (int col = 0; col < nc; ++col)
-      for (int i = 0; i < cnt; ++i) std::memcpy(&dxa[col][i], ac + col * act_stride + i * kABytes, 4);
-    for (int r = 0; r < nr; ++r) {
-      alignas(16) uint16_t dwh[8] = {};
-      for (int i = 0; i < cnt; ++i) std::memcpy(&dwh[i], wc + r * w_stride + i * kWBytes, 2);
-      const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dwh)));
-      for (int col = 0; col < nc; ++col) {
-        for (int i = cnt; i < 8; ++i) part[r][col][i] = _mm256_setzero_si256();
-        add_chunk(dw, _mm256_load_ps(dxa[col]), reduce8x8(part[r][col]), cnt, acc[r][col][c & 3]);
+  alignas(32) float part[kMaxTileCols][32][8];
+  for (int c = 0; c < nc; ++c)
+    for (int i = 0; i < 32; ++i) _mm256_store_ps(part[c][i], _mm256_setzero_ps());
+  alignas(32) __m256i A[8], Aabs[8];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = wp + b * kWBytes;
+    transpose_rows8(wb + 2, w_stride, nr, A);
+    for (int g = 0; g < 8; ++g) Aabs[g] = _mm256_abs_epi8(A[g]);
+    __asm__("" : : "r"(A), "r"(Aabs) : "memory");  // stored: tile8_block_cols reads them through pointers
+    alignas(16) uint16_t dwh[8];
+    for (int r = 0; r < 8; ++r) std::memcpy(&dwh[r], wb + (r < nr ? r : 0) * w_stride, 2);
+    const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dwh)));
+    for (int c = 0; c < nc; c += 4) {
+      const int cn = std::min(4, nc - c);
+      const uint8_t* xq[4];
+      for (int j = 0; j < 4; ++j) xq[j] = ap + (c + std::min(j, cn - 1)) * act_stride + b * kABytes;
+      __m256i isum[4];
+      const uint8_t* xs[4] = {xq[0] + 4, xq[1] + 4, xq[2] + 4, xq[3] + 4};
+      tile8_block_cols4(A, Aabs, xs, isum);  // a partial group repeats its last column
+      for (int j = 0; j < cn; ++j) {
+        float dx;
+        std::memcpy(&dx, xq[j], sizeof dx);
+        const __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum[j]));
+        float* p = part[c + j][b % 32];
+        _mm256_store_ps(p, _mm256_add_ps(_mm256_load_ps(p), v));
       }
     }
   }
-  for (int r = 0; r < nr; ++r)
-    for (int col = 0; col < nc; ++col) out[col * out_stride + r] = reduce_partials(acc[r][col]);
+  for (int c = 0; c < nc; ++c) {
+    for (int s = 16; s >= 1; s >>= 1)
+      for (int i = 0; i < s; ++i)
+        _mm256_store_ps(part[c][i], _mm256_add_ps(_mm256_load_ps(part[c][i]), _mm256_load_ps(part[c][i + s])));
+    for (int r = 0; r < nr; ++r) out[c * out_stride + r] = part[c][0][r];
+  }
 }
 
 float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* act) {

@@ -64,5 +64,30 @@ TEST(ActQuant, Avx512MatchesScalarQ8_K) {
   expect_same_bytes(ActFormat::kQ8_K, quantize_act_q8_k, quantize_act_q8_k_avx512);
 }
 
+// Q8_0 activation quants lie in [-127, 127] for every row (NaN, ±inf, ties, subnormals included), at
+// every level: the AVX2 Q8_0 tile (q8_0_avx2.cpp, vec_dot_tile8_q8_0_avx2) negates them with vpsignb,
+// which would wrap -128.
+TEST(ActQuant, Q8_0QuantsNeverMinus128) {
+  std::vector<std::vector<float>> rows = act_rows();
+  std::vector<float> extremes(1024);
+  for (size_t i = 0; i < extremes.size(); ++i) extremes[i] = (i % 3 == 0) ? -3.4e38f : (i % 3 == 1) ? 1e-45f : -1.0f;
+  rows.push_back(extremes);
+  int checked = 0;
+  for (const auto& r : rows) {
+    const int64_t n = static_cast<int64_t>(r.size());
+    std::vector<uint8_t> a(static_cast<size_t>(act_row_bytes(ActFormat::kQ8_0, n)));
+    quantize_act_row(ActFormat::kQ8_0, r.data(), a.data(), n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      BlockQ8_0Act blk;
+      std::memcpy(&blk, a.data() + b * sizeof(BlockQ8_0Act), sizeof blk);
+      for (int8_t q : blk.qs) {
+        ASSERT_GE(q, -127) << "row of " << n << ", block " << b;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 1024 * static_cast<int>(rows.size()));
+}
+
 }  // namespace
 }  // namespace dsv4::cpu
