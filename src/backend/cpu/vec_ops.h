@@ -27,9 +27,10 @@ inline FmaAxpyFn select_fma_axpy(SimdLevel level) {
 // gives the scalar bits).
 using SwigluClampFn = void (*)(const float* g, const float* u, int64_t n, float limit, float* h);
 void swiglu_clamp_scalar(const float* g, const float* u, int64_t n, float limit, float* h);
+void swiglu_clamp_avx2(const float* g, const float* u, int64_t n, float limit, float* h);
 void swiglu_clamp_avx512(const float* g, const float* u, int64_t n, float limit, float* h);
 inline SwigluClampFn select_swiglu_clamp(SimdLevel level) {
-  return has_avx512(level) ? swiglu_clamp_avx512 : swiglu_clamp_scalar;
+  return has_avx512(level) ? swiglu_clamp_avx512 : level == SimdLevel::kAvx2 ? swiglu_clamp_avx2 : swiglu_clamp_scalar;
 }
 
 // Weighted sum of rows into several outputs: for h < H, for every c < d, for j = 0, 1, .., nk − 1:

@@ -68,11 +68,18 @@ namespace dsv4::cpu {
 namespace {
 
 // Every float class through the clamp, the exp range limits (±88.72, −103.97), subnormal results,
-// signed zeros, infinities and NaNs, plus random values: the AVX-512 form gives the scalar bits (NaN
-// results compared as NaN: their sign and payload follow x86 operand order, which the compiler picks
-// for commutative operations).
+// signed zeros, infinities and NaNs, plus random values: the AVX2 and AVX-512 forms give the scalar bits
+// (NaN results compared as NaN: their sign and payload follow x86 operand order, which the compiler
+// picks for commutative operations). Lengths 1000, 13 and 7 leave tails of every kind.
 TEST(VecOps, SwigluClampEqualsScalar) {
-  if (!has_avx512(detected_simd_level())) GTEST_SKIP() << "no AVX-512";
+  struct Form {
+    SimdLevel level;
+    SwigluClampFn fn;
+  };
+  std::vector<Form> forms;
+  for (const Form f : {Form{SimdLevel::kAvx2, swiglu_clamp_avx2}, Form{SimdLevel::kAvx512, swiglu_clamp_avx512}})
+    if (static_cast<int>(f.level) <= static_cast<int>(detected_simd_level())) forms.push_back(f);
+  if (forms.empty()) GTEST_SKIP() << "no AVX2";
   std::vector<float> g = {0.0f, -0.0f, 1.0f, -1.0f, 9.99f, 10.0f, 10.01f, -88.7f, -88.73f, -89.0f, 103.9f, 104.0f,
                           -103.97f, -104.0f, 1e-40f, -1e-40f, 3.4e38f, -3.4e38f, __builtin_inff(), -__builtin_inff(),
                           __builtin_nanf(""), -__builtin_nanf(""), 0.5f, -20.0f, 87.0f, -150.0f};
@@ -81,23 +88,27 @@ TEST(VecOps, SwigluClampEqualsScalar) {
   while (g.size() < 1000) g.push_back(wide(rng));
   std::vector<float> u(g.rbegin(), g.rend());
   for (const float limit : {10.0f, 7.0f, 1e30f}) {
-    for (const int64_t n : {static_cast<int64_t>(g.size()), int64_t{13}}) {
-      std::vector<float> ref(static_cast<size_t>(n)), h(static_cast<size_t>(n), -1.0f);
-      swiglu_clamp_scalar(g.data(), u.data(), n, limit, ref.data());
-      swiglu_clamp_avx512(g.data(), u.data(), n, limit, h.data());
-      for (int64_t i = 0; i < n; ++i) {
-        const float hv = h[static_cast<size_t>(i)], rv = ref[static_cast<size_t>(i)];
-        if (std::isnan(rv)) {  // a NaN's sign and payload follow the operand order the compiler picked
-          ASSERT_TRUE(std::isnan(hv)) << "g=" << g[static_cast<size_t>(i)] << " u=" << u[static_cast<size_t>(i)];
-          continue;
+    for (const int64_t n : {static_cast<int64_t>(g.size()), int64_t{13}, int64_t{7}}) {
+      for (const Form& form : forms) {
+        std::vector<float> ref(static_cast<size_t>(n)), h(static_cast<size_t>(n), -1.0f);
+        swiglu_clamp_scalar(g.data(), u.data(), n, limit, ref.data());
+        form.fn(g.data(), u.data(), n, limit, h.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const float hv = h[static_cast<size_t>(i)], rv = ref[static_cast<size_t>(i)];
+          if (std::isnan(rv)) {  // a NaN's sign and payload follow the operand order the compiler picked
+            ASSERT_TRUE(std::isnan(hv)) << "g=" << g[static_cast<size_t>(i)] << " u=" << u[static_cast<size_t>(i)];
+            continue;
+          }
+          uint32_t a, b;
+          std::memcpy(&a, &hv, 4);
+          std::memcpy(&b, &rv, 4);
+          ASSERT_EQ(a, b) << simd_level_name(form.level) << " limit=" << limit << " g=" << g[static_cast<size_t>(i)]
+                          << " u=" << u[static_cast<size_t>(i)];
         }
-        uint32_t a, b;
-        std::memcpy(&a, &hv, 4);
-        std::memcpy(&b, &rv, 4);
-        ASSERT_EQ(a, b) << "limit=" << limit << " g=" << g[static_cast<size_t>(i)] << " u=" << u[static_cast<size_t>(i)];
       }
     }
   }
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
 }  // namespace
