@@ -275,6 +275,8 @@ inline void tile_block(const DecodedBlock* dec, const ActChunk* const* cols, int
     for (int r = 0; r < R; ++r) {
       w0[r] = _mm256_load_si256(&dec[r].w16[g][0]);
       w1[r] = _mm256_load_si256(&dec[r].w16[g][1]);
+      // In registers: otherwise GCC folds each load into every vpmaddwd using it (a load per column).
+      __asm__("" : "+x"(w0[r]), "+x"(w1[r]));
     }
     for (int c = 0; c < C; ++c) {
       __m256i x0 = _mm256_load_si256(&cols[c0 + c]->x16[k][g][0]);
