@@ -40,7 +40,7 @@ void quantize_activations(CpuContext& ctx, const TypeKernels& k, const float* x,
   grow(out, row_bytes * cols);
   uint8_t* dst = out.data();
   auto work = [&](int64_t c0, int64_t c1, int) {
-    for (int64_t c = c0; c < c1; ++c) quantize_act_row(k.act, x + c * n, dst + c * row_bytes, n);
+    for (int64_t c = c0; c < c1; ++c) quantize_act_row(k.act, x + c * n, dst + c * row_bytes, n, ctx.max_level);
   };
   if (cols == 1 || k.act == ActFormat::kF32) {
     work(0, cols, 0);
@@ -211,7 +211,8 @@ Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs) {
       const MatmulJob& job = jobs[j];
       const int64_t xs = job.x_stride != 0 ? job.x_stride : job.n;
       for (int64_t c = std::max<int64_t>(c0, base) - base; c < std::min(c1 - base, job.cols); ++c)
-        quantize_act_row(prep[j].k->act, job.x + c * xs, act + prep[j].act_offset + c * prep[j].a_row_bytes, job.n);
+        quantize_act_row(prep[j].k->act, job.x + c * xs, act + prep[j].act_offset + c * prep[j].a_row_bytes, job.n,
+                         ctx.max_level);
       base += job.cols;
     }
   };

@@ -118,8 +118,10 @@ SimdLevel effective_simd_level(const TypeKernels& k, SimdLevel max_level);
 
 // Bytes of one activation row of n elements in `format` (n a multiple of its block size).
 int64_t act_row_bytes(ActFormat format, int64_t n);
-// Quantizes one f32 activation row into `format` (for kF32 a plain copy). Scalar reference; the
-// result is what every SIMD vec_dot consumes.
+// Quantizes one f32 activation row into `format` (for kF32 a plain copy), with the highest SIMD form
+// (act_quant.h) that both max_level and the CPU allow — every form writes the scalar reference's bytes;
+// the result is what every SIMD vec_dot consumes. Without max_level: the CPU's level.
+void quantize_act_row(ActFormat format, const float* src, void* dst, int64_t n, SimdLevel max_level);
 void quantize_act_row(ActFormat format, const float* src, void* dst, int64_t n);
 
 // Family registration hooks (each family's .cpp defines its function; type_kernels.cpp collects).

@@ -55,14 +55,25 @@ int64_t act_row_bytes(ActFormat format, int64_t n) {
   return 0;
 }
 
-void quantize_act_row(ActFormat format, const float* src, void* dst, int64_t n) {
-  // The AVX-512 quantizers give the reference's bits (act_quant.h), so the CPU decides, not max_level.
-  static const bool use_avx512 = has_avx512(detected_simd_level());
+void quantize_act_row(ActFormat format, const float* src, void* dst, int64_t n, SimdLevel max_level) {
+  static const SimdLevel cpu_level = detected_simd_level();
+  const SimdLevel level = static_cast<int>(max_level) < static_cast<int>(cpu_level) ? max_level : cpu_level;
+  const bool avx512 = has_avx512(level), avx2 = level == SimdLevel::kAvx2;
   switch (format) {
     case ActFormat::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
-    case ActFormat::kQ8_0: return use_avx512 ? quantize_act_q8_0_avx512(src, dst, n) : quantize_act_q8_0(src, dst, n);
-    case ActFormat::kQ8_K: return use_avx512 ? quantize_act_q8_k_avx512(src, dst, n) : quantize_act_q8_k(src, dst, n);
+    case ActFormat::kQ8_0:
+      return avx512 ? quantize_act_q8_0_avx512(src, dst, n)
+             : avx2 ? quantize_act_q8_0_avx2(src, dst, n)
+                    : quantize_act_q8_0(src, dst, n);
+    case ActFormat::kQ8_K:
+      return avx512 ? quantize_act_q8_k_avx512(src, dst, n)
+             : avx2 ? quantize_act_q8_k_avx2(src, dst, n)
+                    : quantize_act_q8_k(src, dst, n);
   }
+}
+
+void quantize_act_row(ActFormat format, const float* src, void* dst, int64_t n) {
+  quantize_act_row(format, src, dst, n, detected_simd_level());
 }
 
 }  // namespace dsv4::cpu

@@ -1,5 +1,6 @@
-// Activation quantizers: the AVX-512 forms (used by quantize_act_row on AVX-512 CPUs) give the scalar
-// reference's bytes for random rows, exact .5 ties, non-finite values, zero blocks and repeated maxima.
+// Activation quantizers: the AVX2 and AVX-512 forms (quantize_act_row picks by SIMD level) give the
+// scalar reference's bytes for random rows, exact .5 ties, non-finite values, zero blocks and repeated
+// maxima. A level the CPU lacks is skipped.
 #include "backend/cpu/act_quant.h"
 
 #include <gtest/gtest.h>
@@ -43,15 +44,25 @@ std::vector<std::vector<float>> act_rows() {
 
 using QuantizeFn = void (*)(const float*, void*, int64_t);
 
-// The AVX-512 form writes the reference's bytes for every row of act_rows().
-void expect_same_bytes(ActFormat format, QuantizeFn reference, QuantizeFn avx512) {
+// The SIMD form writes the reference's bytes for every row of act_rows().
+void expect_same_bytes(ActFormat format, QuantizeFn reference, QuantizeFn simd) {
   for (const auto& r : act_rows()) {
     const int64_t n = static_cast<int64_t>(r.size());
     std::vector<uint8_t> a(static_cast<size_t>(act_row_bytes(format, n))), b(a.size());
     reference(r.data(), a.data(), n);
-    avx512(r.data(), b.data(), n);
+    simd(r.data(), b.data(), n);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size()));
   }
+}
+
+TEST(ActQuant, Avx2MatchesScalarQ8_0) {
+  if (static_cast<int>(detected_simd_level()) < static_cast<int>(SimdLevel::kAvx2)) GTEST_SKIP() << "no AVX2";
+  expect_same_bytes(ActFormat::kQ8_0, quantize_act_q8_0, quantize_act_q8_0_avx2);
+}
+
+TEST(ActQuant, Avx2MatchesScalarQ8_K) {
+  if (static_cast<int>(detected_simd_level()) < static_cast<int>(SimdLevel::kAvx2)) GTEST_SKIP() << "no AVX2";
+  expect_same_bytes(ActFormat::kQ8_K, quantize_act_q8_k, quantize_act_q8_k_avx2);
 }
 
 TEST(ActQuant, Avx512MatchesScalarQ8_0) {
@@ -76,17 +87,19 @@ TEST(ActQuant, Q8_0QuantsNeverMinus128) {
   for (const auto& r : rows) {
     const int64_t n = static_cast<int64_t>(r.size());
     std::vector<uint8_t> a(static_cast<size_t>(act_row_bytes(ActFormat::kQ8_0, n)));
-    quantize_act_row(ActFormat::kQ8_0, r.data(), a.data(), n);
-    for (int64_t b = 0; b < n / 32; ++b) {
-      BlockQ8_0Act blk;
-      std::memcpy(&blk, a.data() + b * sizeof(BlockQ8_0Act), sizeof blk);
-      for (int8_t q : blk.qs) {
-        ASSERT_GE(q, -127) << "row of " << n << ", block " << b;
-        ++checked;
+    for (int level = 0; level <= static_cast<int>(detected_simd_level()); ++level) {
+      quantize_act_row(ActFormat::kQ8_0, r.data(), a.data(), n, static_cast<SimdLevel>(level));
+      for (int64_t b = 0; b < n / 32; ++b) {
+        BlockQ8_0Act blk;
+        std::memcpy(&blk, a.data() + b * sizeof(BlockQ8_0Act), sizeof blk);
+        for (int8_t q : blk.qs) {
+          ASSERT_GE(q, -127) << "row of " << n << ", block " << b;
+          ++checked;
+        }
       }
     }
   }
-  EXPECT_EQ(checked, 1024 * static_cast<int>(rows.size()));
+  EXPECT_EQ(checked, 1024 * static_cast<int>(rows.size()) * (static_cast<int>(detected_simd_level()) + 1));
 }
 
 }  // namespace
