@@ -136,13 +136,9 @@ void vec_dot_tile8_q8_0_avx2(int64_t n, const void* w, int64_t w_stride, const v
     transpose_rows8(wb + 2, w_stride, nr, A);
     for (int g = 0; g < 8; ++g) Aabs[g] = _mm256_abs_epi8(A[g]);
     __asm__("" : : "r"(A), "r"(Aabs) : "memory");  // stored: tile8_block_cols reads them through pointers
-    // d_w of the 8 rows, inserted in a register (8 narrow stores and one wide load would not forward).
-    uint16_t dh[8];
+    alignas(16) uint16_t dh[8];  // d_w of the 8 rows
     for (int r = 0; r < 8; ++r) std::memcpy(&dh[r], wb + (r < nr ? r : 0) * w_stride, 2);
-    const __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16(static_cast<short>(dh[0]), static_cast<short>(dh[1]),
-                                                     static_cast<short>(dh[2]), static_cast<short>(dh[3]),
-                                                     static_cast<short>(dh[4]), static_cast<short>(dh[5]),
-                                                     static_cast<short>(dh[6]), static_cast<short>(dh[7])));
+    const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
     const uint8_t* xq[kMaxTileCols];
     for (int c = 0; c < nc; ++c) xq[c] = ap + c * act_stride + b * kABytes + 4;
     __m256i isum[kMaxTileCols];
