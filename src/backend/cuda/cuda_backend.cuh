@@ -1,5 +1,5 @@
 // backend/cuda/cuda_backend.cuh — CudaBackend's declaration, shared by the op-family .cu files
-// (cuda_backend.cu: memory, transfers, steps, weights; norm_rope_hc.cu; attention.cu: compressor,
+// (cuda_backend.cu: memory, transfers, steps, weights; norm_rope_hc.cu; hc_pre_norm.cu; attention.cu: compressor,
 // indexer, attention, kv_store; matmul.cu: activation quantization, matmul, embed, with the decode forms
 // of the product in matmul_decode.cu; moe.cu: route, moe).
 //
@@ -67,6 +67,8 @@ class CudaBackend final : public backend::Backend {
   void hc_pre(const backend::Tensor& mix, const backend::Tensor& scale, const backend::Tensor& base, float eps,
               int64_t iters, const backend::Tensor& X, const backend::Tensor& x, const backend::Tensor& post,
               const backend::Tensor& comb) override;
+  // One cluster kernel per step where it fits (hc_pre_norm.cu), else the four ops.
+  void hc_pre_norm(const backend::HcPreNormArgs& a) override;
   void hc_post(const backend::Tensor& X, const backend::Tensor& y, const backend::Tensor& post,
                const backend::Tensor& comb, const backend::Tensor& X_out) override;
   void hc_head(const backend::Tensor& mix, const backend::Tensor& scale, const backend::Tensor& base, float eps,

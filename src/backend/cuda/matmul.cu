@@ -238,6 +238,7 @@ __device__ void product_float_rows(const ProductArgs& a, int64_t o, int warp, in
 
 template <typename Ops, int kTile>
 __global__ void __launch_bounds__(32 * kProductWarps) product_kernel(ProductArgs a) {
+  prefetch_weight_rows(a, blockIdx.x * static_cast<int64_t>(kProductWarps), kProductWarps);
   wait_for_producer();
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x / 32);
   const int64_t o = blockIdx.x * static_cast<int64_t>(kProductWarps) + warp;

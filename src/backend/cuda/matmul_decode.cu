@@ -41,6 +41,7 @@ constexpr int kLongThreads = 256;
 
 template <typename Ops>
 __global__ void __launch_bounds__(kLongThreads) product_long_row_kernel(ProductArgs a) {
+  prefetch_weight_rows(a, blockIdx.x, 1);
   wait_for_producer();
   static_assert(Ops::kLanes == 0, "float weights only");
   constexpr int kXLoads = kLongStage / 4 / kLongThreads;         // float4 per thread per stage
@@ -97,7 +98,6 @@ constexpr int64_t kWholeRowMaxBytes = 112 * 1024;
 
 template <typename Ops>
 __global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(ProductArgs a) {
-  wait_for_producer();
   static_assert(Ops::kLanes == 0, "float weights only");
   extern __shared__ __align__(16) unsigned char whole_smem[];
   float* xs = reinterpret_cast<float*>(whole_smem);
@@ -105,8 +105,11 @@ __global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(Product
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
   const int64_t o = blockIdx.x;
   const auto* x4 = static_cast<const float4*>(a.act);
-  const auto* w4 = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes);
+  const uint8_t* wrow = static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes;
   const int nx = static_cast<int>(a.in / 4), nw = static_cast<int>(a.in * Ops::kBlockBytes / 16);
+  // The weight row (never written by a step) is copied while the producer still runs (preload.cuh).
+  for (int q = tid; q < nw; q += kLongThreads) preload::cp_async16(ws + 16 * q, wrow + 16 * q);
+  wait_for_producer();
   constexpr int kBatch = 8;
   for (int q0 = tid; q0 < nx; q0 += kLongThreads * kBatch) {
     float4 v[kBatch];
@@ -117,15 +120,7 @@ __global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(Product
     for (int k = 0; k < kBatch; ++k)
       if (q0 + k * kLongThreads < nx) reinterpret_cast<float4*>(xs)[q0 + k * kLongThreads] = v[k];
   }
-  for (int q0 = tid; q0 < nw; q0 += kLongThreads * kBatch) {
-    uint4 v[kBatch];
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k)
-      if (q0 + k * kLongThreads < nw) v[k] = __ldcs(w4 + q0 + k * kLongThreads);
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k)
-      if (q0 + k * kLongThreads < nw) reinterpret_cast<uint4*>(ws)[q0 + k * kLongThreads] = v[k];
-  }
+  preload::cp_async_wait_all();
   __syncthreads();
   if (tid >= 32) return;
   const int n = static_cast<int>(a.in);
@@ -164,7 +159,6 @@ constexpr bool has_tables() {
 
 template <typename Ops>
 __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(ProductArgs a) {
-  wait_for_producer();
   static_assert(Ops::kLanes > 1, "K/IQ types");
   constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
   constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
@@ -178,6 +172,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
     for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];
     for (int i = tid; i < 128; i += blockDim.x) tab_s.signs[i] = d_iq2xxs.signs[i];
   }
+  wait_for_producer();  // the tables are constants; the ids and activations come from the producers
   const uint8_t* wz = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1);
   float* yz = blockIdx.z == 0 ? a.y : a.y_z1;
   for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
@@ -232,9 +227,10 @@ constexpr int kSplitMaxBlocks = 1024;  // blocks per row this kernel holds in sh
 
 template <typename Ops, int kSplit>
 __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(ProductArgs a) {
-  wait_for_producer();
   static_assert(Ops::kLanes > 0 && kProductWarps % kSplit == 0, "quantized weights; warps divide into rows");
   constexpr int kRows = kProductWarps / kSplit;
+  prefetch_weight_rows(a, blockIdx.x * static_cast<int64_t>(kRows), kRows);
+  wait_for_producer();
   __shared__ float vals[kRows][kSplitMaxBlocks];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
   const int slot = warp / kSplit, part = warp % kSplit;

@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "backend/cuda/matmul.cuh"
+#include "backend/cuda/preload.cuh"
 #include "backend/cuda/quant_dots.cuh"
 #include "numerics/blocks.h"
 #include "numerics/hd.h"
@@ -48,6 +49,17 @@ inline int64_t blocks_for(int64_t items, int threads) { return (items + threads 
 
 // Warps per CTA of every product form (matmul.cu's product_kernel, matmul_decode.cu's split and routed).
 constexpr int kProductWarps = 8;   // output rows per CTA
+
+// Before wait_for_producer() (preload.cuh): weight rows [o0, o0 + rows) of this CTA's product (grid z)
+// into L2, so that their HBM latency and part of their stream overlap the kernel before. Not for
+// routed products (the expert comes from ids, which the producer writes) and only from the first
+// CTA of a column of row tiles (grid y) that share the rows.
+__device__ __forceinline__ void prefetch_weight_rows(const ProductArgs& a, int64_t o0, int64_t rows) {
+  if (a.ids != nullptr || o0 >= a.out || blockIdx.y != 0) return;
+  if (o0 + rows > a.out) rows = a.out - o0;
+  const uint8_t* w = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1) + o0 * a.w_row_bytes;
+  preload::prefetch_l2(w, rows * a.w_row_bytes, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+}
 
 // --- per-type device operations -------------------------------------------------------------------
 //

@@ -32,8 +32,7 @@ std::string dims(const Tensor& t) {
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / 32;
 
-// A running max that a NaN v never replaces (std::max(m, v)).
-__device__ __forceinline__ float std_max(float m, float v) { return m < v ? v : m; }
+using rowops::std_max;
 
 // --- rms_norm -------------------------------------------------------------------------------------
 
@@ -245,9 +244,7 @@ __global__ void hc_pre_mix_kernel(const void* mix, int64_t mix_nb, const float* 
   }
 }
 
-// hc_pre_mix_kernel on one warp per token for hc·hc ≤ 32: lane (i, j) = i·hc + j holds C[i][j]; every
-// sum, max and division is the single-thread kernel's, in its order (each lane gathers the hc values
-// of its row or column by shuffles and folds them in index order).
+// hc_pre_mix_kernel on one warp per token for hc·hc ≤ 32 (rowops::hc_mix_warp).
 __global__ void hc_pre_mix_warp_kernel(const void* mix, int64_t mix_nb, const float* scale3, const float* base,
                                        float eps, int64_t iters, int64_t n, int hc, void* post, int64_t post_nb,
                                        void* comb, int64_t comb_nb) {
@@ -255,31 +252,8 @@ __global__ void hc_pre_mix_warp_kernel(const void* mix, int64_t mix_nb, const fl
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int64_t t = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   if (t >= n) return;
-  const float* m = row_ptr<float>(mix, mix_nb, t);
-  const int cells = hc * hc;
-  const bool live = lane < cells;
-  const int i = live ? lane / hc : 0, j = live ? lane % hc : 0;
-  if (lane < hc) row_ptr<float>(post, post_nb, t)[lane] = 2.0f * det::sigmoid(m[hc + lane] * scale3[1] + base[hc + lane]);
-  // Row softmax (+eps).
-  float r = live ? m[2 * hc + lane] * scale3[2] + base[2 * hc + lane] : 0.0f;
-  float mx = -hd::f32_from_bits(0x7f800000u);
-  for (int k = 0; k < hc; ++k) mx = std_max(mx, __shfl_sync(kFullMask, r, i * hc + k));
-  r = det::exp(r - mx);
-  float sum = 0.0f;
-  for (int k = 0; k < hc; ++k) sum = sum + __shfl_sync(kFullMask, r, i * hc + k);
-  float c = hd::div(r, sum) + eps;
-  // Column norm, then (iters − 1) × (row norm, column norm).
-  for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {
-    if (it > 0) {
-      float s = 0.0f;
-      for (int k = 0; k < hc; ++k) s = s + __shfl_sync(kFullMask, c, i * hc + k);
-      c = hd::div(c, s + eps);
-    }
-    float s = 0.0f;
-    for (int k = 0; k < hc; ++k) s = s + __shfl_sync(kFullMask, c, k * hc + j);
-    c = hd::div(c, s + eps);
-  }
-  if (live) row_ptr<float>(comb, comb_nb, t)[lane] = c;
+  rowops::hc_mix_warp(row_ptr<float>(mix, mix_nb, t), scale3, base, eps, iters, hc, row_ptr<float>(post, post_nb, t),
+                      row_ptr<float>(comb, comb_nb, t), lane);
 }
 
 // y[t][c] = Σ_i pre_i·X[t][i·D + c] (fma chain, i ascending from 0), pre_i = σ(mix[t][i]·s0 + base_i) + eps.
@@ -296,7 +270,7 @@ __global__ void hc_collapse_kernel(const void* mix, int64_t mix_nb, const float*
     const float* Xt = row_ptr<float>(X, X_nb, t);
     float acc = 0.0f;
     for (int64_t i = 0; i < hc; ++i) {
-      const float pre = det::sigmoid(m[i] * s0 + base[i]) + eps;
+      const float pre = rowops::hc_pre_weight(m[i], s0, base[i], eps);
       acc = hd::fma(pre, Xt[i * D + c], acc);
     }
     row_ptr<float>(y, y_nb, t)[c] = acc;

@@ -1,4 +1,4 @@
-// backend/cuda/row_ops.cuh — device pieces shared by norm_rope_hc.cu and attention.cu (the compressor
+// backend/cuda/row_ops.cuh — device pieces shared by norm_rope_hc.cu, hc_pre_norm.cu and attention.cu (the compressor
 // norms and ropes its closed entries exactly as rms_norm / rope do): byte-strided row access, the F32
 // vec_dot / sum32 on one warp, one row's rms_norm on one warp, one RoPE pair. Included by .cu files
 // only (device code, -fmad=false).
@@ -93,6 +93,46 @@ __device__ __forceinline__ void rope_pair(float* t, int64_t k, int64_t pos, floa
   const float x0 = t[2 * k], x1 = t[2 * k + 1];
   t[2 * k] = x0 * c - x1 * s;
   t[2 * k + 1] = x0 * s + x1 * c;
+}
+
+// A running max that a NaN v never replaces (std::max(m, v)).
+__device__ __forceinline__ float std_max(float m, float v) { return m < v ? v : m; }
+
+// hc_pre's post and comb of one token on one warp (hc·hc ≤ 32; every lane calls it): lane (i, j) =
+// i·hc + j holds C[i][j]; every sum, max and division is the single-thread reference's, in its order
+// (each lane gathers the hc values of its row or column by shuffles and folds them in index order).
+// m: the token's (2+hc)·hc mix values; post [hc], comb [hc·hc] out.
+__device__ __forceinline__ void hc_mix_warp(const float* m, const float* scale3, const float* base, float eps,
+                                            int64_t iters, int hc, float* post, float* comb, int lane) {
+  const int cells = hc * hc;
+  const bool live = lane < cells;
+  const int i = live ? lane / hc : 0, j = live ? lane % hc : 0;
+  if (lane < hc) post[lane] = 2.0f * det::sigmoid(m[hc + lane] * scale3[1] + base[hc + lane]);
+  // Row softmax (+eps).
+  float r = live ? m[2 * hc + lane] * scale3[2] + base[2 * hc + lane] : 0.0f;
+  float mx = -hd::f32_from_bits(0x7f800000u);
+  for (int k = 0; k < hc; ++k) mx = std_max(mx, __shfl_sync(kFullMask, r, i * hc + k));
+  r = det::exp(r - mx);
+  float sum = 0.0f;
+  for (int k = 0; k < hc; ++k) sum = sum + __shfl_sync(kFullMask, r, i * hc + k);
+  float c = hd::div(r, sum) + eps;
+  // Column norm, then (iters − 1) × (row norm, column norm).
+  for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {
+    if (it > 0) {
+      float s = 0.0f;
+      for (int k = 0; k < hc; ++k) s = s + __shfl_sync(kFullMask, c, i * hc + k);
+      c = hd::div(c, s + eps);
+    }
+    float s = 0.0f;
+    for (int k = 0; k < hc; ++k) s = s + __shfl_sync(kFullMask, c, k * hc + j);
+    c = hd::div(c, s + eps);
+  }
+  if (live) comb[lane] = c;
+}
+
+// hc_pre's weight of stream i: σ(mix_i·scale0 + base_i) + eps (the collapse and hc_head recompute it).
+__device__ __forceinline__ float hc_pre_weight(float mix_i, float scale0, float base_i, float eps) {
+  return det::sigmoid(mix_i * scale0 + base_i) + eps;
 }
 
 // A 1-D grid for `items` work items of `per_block` each, capped (kernels loop grid-stride).

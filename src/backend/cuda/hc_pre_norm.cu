@@ -1,0 +1,246 @@
+// backend/cuda/hc_pre_norm.cu — CudaBackend::hc_pre_norm: a block's input (backend.h: rms_norm(X) →
+// matmul(fn) → hc_pre → rms_norm(collapsed, norm)) as one kernel per step instead of four (~28 µs of
+// four latency-bound kernels per block in a Flash decode step, 86 blocks).
+//
+// Layout: one cluster of kHcCluster CTAs per token (grid (kHcCluster, n)), the token's streams X[t]
+// (hc·D floats) whole in every CTA's shared memory.
+//   1. Before wait_for_producer(): CTA `rank` copies its mix rows of fn (rows rank, rank + C, …: the
+//      weights, never written by a step) into shared memory with cp.async, so the weight stream
+//      overlaps the kernel before.
+//   2. After it: X[t] into shared memory; warp 0 runs rms_norm's lane chains over it (every CTA the
+//      same chains in the same order: the same inv in each).
+//   3. One warp per mix row: the F32-activation product's lane chains, fma(w_i, X_i·inv, p) with
+//      X_i·inv rounded first (the streams rms_norm would have stored), then the shuffle tree: the
+//      bits of matmul(fn, streams) (matmul_decode.cu's whole-row form).
+//   4. The mix values are gathered from the cluster's CTAs through distributed shared memory; CTA 0
+//      writes mix, post and comb (rowops::hc_mix_warp, hc_pre's warp form).
+//   5. Every CTA collapses the whole row (pre_i recomputed, fma chain over i) into shared memory and
+//      runs rms_norm's chains over it; CTA `rank` writes its slice of x.
+// So mix, post, comb and x carry the four ops' bits (conformance case HcPreNorm; the model tests
+// compare whole forward passes with the CPU). streams and collapsed are not written (backend.h: their
+// contents afterwards are unspecified).
+//
+// Taken for float fn types (F32, F16, BF16) when hc·hc ≤ 32, n ≤ kHcMaxTokens and X[t], the CTA's fn
+// rows and the collapsed row fit in shared memory; anything else runs Backend::hc_pre_norm (the four
+// ops).
+#include <cooperative_groups.h>
+
+#include <string>
+
+#include "backend/cuda/cuda_backend.cuh"
+#include "backend/cuda/matmul_types.cuh"
+#include "backend/cuda/preload.cuh"
+#include "backend/cuda/row_ops.cuh"
+#include "numerics/hd.h"
+
+namespace dsv4::cuda {
+
+namespace {
+
+namespace cg = cooperative_groups;
+using namespace detail;
+using rowops::row_ptr;
+
+constexpr int kHcCluster = 8;
+constexpr int kHcThreads = 256;
+constexpr int kHcWarps = kHcThreads / 32;
+constexpr int kHcMaxStreams = 5;        // hc·hc ≤ 32
+constexpr int kHcMaxMix = 64;           // (2 + hc)·hc for hc ≤ 5
+constexpr int64_t kHcMaxTokens = 16;    // decode and short chunks; longer prefills run the four ops
+constexpr int64_t kHcSmemMax = 200 * 1024;  // dynamic shared memory (sm_90 allows 227 KiB per CTA)
+constexpr int kChain = 16;              // lane-chain elements loaded before their fmas
+
+struct HcFusedArgs {
+  const float* X = nullptr;
+  int64_t X_nb = 0;
+  const uint8_t* fn = nullptr;
+  int64_t fn_row_bytes = 0;
+  const float* scale3 = nullptr;
+  const float* base = nullptr;
+  float hc_eps = 0;
+  int64_t iters = 0;
+  const float* norm = nullptr;  // or null: no weight
+  float rms_eps = 0;
+  float* mix = nullptr;
+  int64_t mix_nb = 0;
+  float* x = nullptr;
+  int64_t x_nb = 0;
+  float* post = nullptr;
+  int64_t post_nb = 0;
+  float* comb = nullptr;
+  int64_t comb_nb = 0;
+  int hc = 0, n_mix = 0, rows_per_cta = 0;
+  int64_t D = 0;
+  // Shared memory: Xs [hc·D floats] at 0, the CTA's fn rows at xs_bytes (ws_row_bytes apart), the
+  // collapsed row [D floats] after them.
+  int64_t xs_bytes = 0, ws_row_bytes = 0;
+};
+
+__host__ __device__ constexpr int64_t round16(int64_t b) { return (b + 15) / 16 * 16; }
+
+// Lane l's chain Σ v_i·v_i over i = l, l + 32, … < n (the F32 vec_dot's partial l), from shared memory.
+__device__ __forceinline__ float lane_sum_squares(const float* v, int64_t n, int lane) {
+  float p = 0.0f;
+  int64_t j = lane;
+  for (; j + 32 * (kChain - 1) < n; j += 32 * kChain) {
+    float q[kChain];
+#pragma unroll
+    for (int k = 0; k < kChain; ++k) q[k] = v[j + 32 * k];
+#pragma unroll
+    for (int k = 0; k < kChain; ++k) p = hd::fma(q[k], q[k], p);
+  }
+  for (; j < n; j += 32) p = hd::fma(v[j], v[j], p);
+  return p;
+}
+
+// rms_norm's inverse: 1 / sqrt(ss / n + eps).
+__device__ __forceinline__ float rms_inverse(float ss, int64_t n, float eps) {
+  return hd::div(1.0f, hd::sqrt(hd::div(ss, static_cast<float>(n)) + eps));
+}
+
+template <typename Ops>
+__global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads) hc_pre_norm_kernel(HcFusedArgs a) {
+  extern __shared__ __align__(16) unsigned char hc_smem[];
+  __shared__ float mix_own[kHcWarps];  // this CTA's rows: slot k is mix row rank + k·kHcCluster
+  __shared__ float mix_all[kHcMaxMix];
+  __shared__ float inv_s[2];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int64_t t = blockIdx.y, HD = a.hc * a.D;
+  float* Xs = reinterpret_cast<float*>(hc_smem);
+  uint8_t* Ws = hc_smem + a.xs_bytes;
+  float* coll = reinterpret_cast<float*>(Ws + a.rows_per_cta * a.ws_row_bytes);
+
+  // 1. The CTA's fn rows (weights) while the producer still runs.
+  for (int k = 0; k < a.rows_per_cta; ++k) {
+    const int o = rank + k * kHcCluster;
+    if (o < a.n_mix) preload::stage_bytes(Ws + k * a.ws_row_bytes, a.fn + o * a.fn_row_bytes, a.fn_row_bytes, tid, kHcThreads);
+  }
+  wait_for_producer();
+
+  // 2. X[t], then the streams' inverse norm.
+  preload::stage_bytes(reinterpret_cast<uint8_t*>(Xs), reinterpret_cast<const uint8_t*>(row_ptr<float>(a.X, a.X_nb, t)),
+                       HD * 4, tid, kHcThreads);
+  preload::cp_async_wait_all();
+  __syncthreads();
+  if (warp == 0) {
+    const float ss = rowops::warp_tree(lane_sum_squares(Xs, HD, lane));
+    if (lane == 0) inv_s[0] = rms_inverse(ss, HD, a.rms_eps);
+  }
+  __syncthreads();
+  const float inv = inv_s[0];
+
+  // 3. This CTA's mix rows, one warp each.
+  for (int k = warp; k < a.rows_per_cta; k += kHcWarps) {
+    if (rank + k * kHcCluster >= a.n_mix) continue;
+    const uint8_t* w = Ws + k * a.ws_row_bytes;
+    float p = 0.0f;
+    int64_t j = lane;
+    for (; j + 32 * (kChain - 1) < HD; j += 32 * kChain) {
+      float wv[kChain], xv[kChain];
+#pragma unroll
+      for (int q = 0; q < kChain; ++q) {
+        wv[q] = Ops::load(w, j + 32 * q);
+        xv[q] = Xs[j + 32 * q] * inv;
+      }
+#pragma unroll
+      for (int q = 0; q < kChain; ++q) p = hd::fma(wv[q], xv[q], p);
+    }
+    for (; j < HD; j += 32) p = hd::fma(Ops::load(w, j), Xs[j] * inv, p);
+    for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(rowops::kFullMask, p, sh);
+    if (lane == 0) mix_own[k] = p;
+  }
+
+  // 4. Gather the mix row from the cluster; CTA 0 writes mix, post and comb.
+  cluster.sync();
+  if (tid < a.n_mix) mix_all[tid] = cluster.map_shared_rank(mix_own, tid % kHcCluster)[tid / kHcCluster];
+  __syncthreads();
+  if (rank == 0) {
+    if (tid < a.n_mix) row_ptr<float>(a.mix, a.mix_nb, t)[tid] = mix_all[tid];
+    if (warp == 0)
+      rowops::hc_mix_warp(mix_all, a.scale3, a.base, a.hc_eps, a.iters, a.hc, row_ptr<float>(a.post, a.post_nb, t),
+                          row_ptr<float>(a.comb, a.comb_nb, t), lane);
+  }
+
+  // 5. The collapsed row (CTA 0's warp 0 is busy with the Sinkhorn), its norm, this CTA's slice of x.
+  float pre[kHcMaxStreams];
+  for (int i = 0; i < a.hc; ++i) pre[i] = rowops::hc_pre_weight(mix_all[i], a.scale3[0], a.base[i], a.hc_eps);
+  const int first = rank == 0 ? 32 : 0;
+  if (tid >= first) {
+    for (int64_t c = tid - first; c < a.D; c += kHcThreads - first) {
+      float acc = 0.0f;
+      for (int i = 0; i < a.hc; ++i) acc = hd::fma(pre[i], Xs[i * a.D + c], acc);
+      coll[c] = acc;
+    }
+  }
+  __syncthreads();
+  if (warp == 0) {
+    const float ss = rowops::warp_tree(lane_sum_squares(coll, a.D, lane));
+    if (lane == 0) inv_s[1] = rms_inverse(ss, a.D, a.rms_eps);
+  }
+  __syncthreads();
+  const float inv2 = inv_s[1];
+  const int64_t slice = (a.D + kHcCluster - 1) / kHcCluster, c_end = (rank + 1) * slice < a.D ? (rank + 1) * slice : a.D;
+  float* xr = row_ptr<float>(a.x, a.x_nb, t);
+  for (int64_t c = rank * slice + tid; c < c_end; c += kHcThreads)
+    xr[c] = a.norm != nullptr ? (coll[c] * inv2) * a.norm[c] : coll[c] * inv2;
+
+  cluster.sync();  // no CTA leaves while a peer may still read its mix_own
+}
+
+}  // namespace
+
+void CudaBackend::hc_pre_norm(const backend::HcPreNormArgs& h) {
+  const int64_t n = h.X.ne[1], hc = h.post.ne[0], D = h.x.ne[0], n_mix = (2 + hc) * hc, HD = hc * D;
+  const bool shapes = n >= 1 && n <= kHcMaxTokens && hc >= 1 && hc * hc <= 32 && D >= 1 && h.X.ne[0] == HD &&
+                      h.X.type == TensorType::kF32 && h.fn.n_dims == 2 && h.fn.ne[0] == HD && h.fn.ne[1] == n_mix &&
+                      h.fn.contiguous_rows() && h.mix.ne[0] == n_mix && h.mix.ne[1] == n && h.x.ne[1] == n &&
+                      h.post.ne[1] == n && h.comb.ne[0] == hc * hc && h.comb.ne[1] == n &&
+                      h.scale.ne[0] * h.scale.ne[1] >= 3 && h.base.ne[0] * h.base.ne[1] >= n_mix &&
+                      (!h.norm.valid() || h.norm.ne[0] == D);
+  bool fused = false;
+  if (shapes) {
+    dispatch_type(h.fn.type, [&](auto ops) {
+      using Ops = decltype(ops);
+      if constexpr (Ops::kLanes == 0) {
+        HcFusedArgs a;
+        a.hc = static_cast<int>(hc);
+        a.n_mix = static_cast<int>(n_mix);
+        a.rows_per_cta = static_cast<int>((n_mix + kHcCluster - 1) / kHcCluster);
+        a.D = D;
+        a.xs_bytes = round16(HD * 4);
+        a.fn_row_bytes = h.fn.nb[1];
+        a.ws_row_bytes = round16(a.fn_row_bytes);
+        const int64_t smem = a.xs_bytes + a.rows_per_cta * a.ws_row_bytes + D * 4;
+        if (smem > kHcSmemMax) return;
+        static const cudaError_t attr = cudaFuncSetAttribute(
+            hc_pre_norm_kernel<Ops>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kHcSmemMax));
+        fused = true;
+        if (attr != cudaSuccess) return check(attr, "cudaFuncSetAttribute (hc_pre_norm_kernel)");
+        a.X = static_cast<const float*>(h.X.data);
+        a.X_nb = h.X.nb[1];
+        a.fn = static_cast<const uint8_t*>(h.fn.data);
+        a.scale3 = static_cast<const float*>(h.scale.data);
+        a.base = static_cast<const float*>(h.base.data);
+        a.hc_eps = h.hc_eps;
+        a.iters = h.iters;
+        a.norm = h.norm.valid() ? static_cast<const float*>(h.norm.data) : nullptr;
+        a.rms_eps = h.rms_eps;
+        a.mix = static_cast<float*>(h.mix.data);
+        a.mix_nb = h.mix.nb[1];
+        a.x = static_cast<float*>(h.x.data);
+        a.x_nb = h.x.nb[1];
+        a.post = static_cast<float*>(h.post.data);
+        a.post_nb = h.post.nb[1];
+        a.comb = static_cast<float*>(h.comb.data);
+        a.comb_nb = h.comb.nb[1];
+        launch("hc_pre_norm_kernel", hc_pre_norm_kernel<Ops>, dim3(kHcCluster, static_cast<unsigned>(n)), kHcThreads,
+               static_cast<size_t>(smem), a);
+      }
+    });
+  }
+  if (!fused) Backend::hc_pre_norm(h);
+}
+
+}  // namespace dsv4::cuda
