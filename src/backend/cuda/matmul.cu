@@ -20,6 +20,7 @@
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/matmul_types.cuh"
 #include "numerics/blocks.h"
+#include "numerics/det_math.h"
 #include "numerics/hd.h"
 #include "numerics/quant_ref.h"
 
@@ -47,14 +48,21 @@ std::string dims(const Tensor& t) {
 // then 16 threads of 256 elements each). Same bits: the block's max is an order-free
 // reduction once ties carry their index (Q8_K keeps the first element of largest magnitude), the
 // per-element rounding is the reference's, and bsums are exact integer sums.
-__global__ void act_quant_q8_0_warp_kernel(const float* x, int64_t x_stride, int64_t rows, int64_t n, uint8_t* dst) {
+//
+// With u set, the element is swiglu_clamp(x[i], u[i], limit) (u rows x_stride floats apart, like x).
+__device__ __forceinline__ float act_input(const float* x, const float* u, float limit, int64_t i) {
+  return u != nullptr ? det::swiglu_clamp(x[i], u[i], limit) : x[i];
+}
+
+__global__ void act_quant_q8_0_warp_kernel(const float* x, const float* u, float limit, int64_t x_stride, int64_t rows,
+                                           int64_t n, uint8_t* dst) {
   wait_for_producer();
   const int lane = threadIdx.x & 31;
   const int64_t per_row = n / 32;
   const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   if (gw >= rows * per_row) return;
   const int64_t r = gw / per_row, b = gw % per_row;
-  const float v = qref::finite_or_zero(x[r * x_stride + b * 32 + lane]);
+  const float v = qref::finite_or_zero(act_input(x, u, limit, r * x_stride + b * 32 + lane));
   float amax = qref::f32_abs(v);
   for (int m = 16; m >= 1; m >>= 1) amax = qref::fmax_c(amax, __shfl_xor_sync(0xffffffffu, amax, m));
   const float d = hd::div(amax, 127.0f);
@@ -67,19 +75,20 @@ __global__ void act_quant_q8_0_warp_kernel(const float* x, int64_t x_stride, int
   if (lane == 0) out->d = d;
 }
 
-__global__ void act_quant_q8_k_warp_kernel(const float* x, int64_t x_stride, int64_t rows, int64_t n, uint8_t* dst) {
+__global__ void act_quant_q8_k_warp_kernel(const float* x, const float* u, float limit, int64_t x_stride, int64_t rows,
+                                           int64_t n, uint8_t* dst) {
   wait_for_producer();
   const int lane = threadIdx.x & 31;
   const int64_t per_row = n / 256;
   const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   if (gw >= rows * per_row) return;
   const int64_t r = gw / per_row, b = gw % per_row;
-  const float* xb = x + r * x_stride + b * 256 + lane * 8;
+  const int64_t xb = r * x_stride + b * 256 + lane * 8;
   float v[8];
   float amax = 0.0f, max = 0.0f;
   int at = 256;
   for (int k = 0; k < 8; ++k) {
-    v[k] = qref::finite_or_zero(xb[k]);
+    v[k] = qref::finite_or_zero(act_input(x, u, limit, xb + k));
     const float ax = qref::f32_abs(v[k]);
     if (ax > amax) {
       amax = ax;
@@ -352,21 +361,28 @@ Status check_product(TensorType type, int64_t n) {
   return ok_status();
 }
 
-void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_t x_stride, int64_t rows, int64_t n,
-                       void* dst) {
+void enqueue_swiglu_act_quant(CudaBackend& be, ActFormat format, const float* g, const float* u, float limit,
+                              int64_t x_stride, int64_t rows, int64_t n, void* dst) {
   const int64_t items = rows * (n / act_block(format));  // blocks: one warp each
   if (items <= 0 || format == ActFormat::kF32) return;
   const auto grid = static_cast<unsigned>(blocks_for(items * 32, kThreads));
   auto* out = static_cast<uint8_t*>(dst);
   switch (format) {
     case ActFormat::kQ8_0:
-      be.launch("act_quant_q8_0_warp_kernel", act_quant_q8_0_warp_kernel, grid, kThreads, 0, x, x_stride, rows, n, out);
+      be.launch("act_quant_q8_0_warp_kernel", act_quant_q8_0_warp_kernel, grid, kThreads, 0, g, u, limit, x_stride, rows,
+                n, out);
       break;
     case ActFormat::kQ8_K:
-      be.launch("act_quant_q8_k_warp_kernel", act_quant_q8_k_warp_kernel, grid, kThreads, 0, x, x_stride, rows, n, out);
+      be.launch("act_quant_q8_k_warp_kernel", act_quant_q8_k_warp_kernel, grid, kThreads, 0, g, u, limit, x_stride, rows,
+                n, out);
       break;
     default: return;
   }
+}
+
+void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_t x_stride, int64_t rows, int64_t n,
+                       void* dst) {
+  enqueue_swiglu_act_quant(be, format, x, nullptr, 0.0f, x_stride, rows, n, dst);
 }
 
 void enqueue_product(CudaBackend& be, const ProductArgs& a) {

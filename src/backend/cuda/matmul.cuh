@@ -43,6 +43,11 @@ Status check_product(TensorType type, int64_t n);
 // dst + r·act_row_bytes(format, n)); one thread per activation block. format != kF32.
 void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_t x_stride, int64_t rows, int64_t n,
                        void* dst);
+// The same for h = swiglu_clamp(g, u, limit) (numerics/det_math.h; g and u rows x_stride floats apart)
+// without storing h: each element is the float swiglu_clamp returns, so the bits are those of storing h
+// and quantizing it (moe's step 3).
+void enqueue_swiglu_act_quant(CudaBackend& be, ActFormat format, const float* g, const float* u, float limit,
+                              int64_t x_stride, int64_t rows, int64_t n, void* dst);
 
 // y[r·y_stride + o] = vec_dot(weight row o of product r, activation row r / act_div) for r < rows,
 // o < out. Weight row o of product r is at w + e(r)·expert_bytes + o·w_row_bytes, where

@@ -1,7 +1,7 @@
 // backend/cuda/moe.cu — CudaBackend::route and moe (backend.h's orders; cpu_moe.cpp is the reference).
 //
-// route: one thread per token: s_e = sqrt(softplus(logit)), then the K experts by repeated selection
-//   (the comparator — higher first, ties → lower e, NaN below every number, NaNs by lower e — is a strict
+// route: per token (one warp for up to 256 experts, else one CTA): s_e = sqrt(softplus(logit)), then
+//   the K experts by repeated selection (the comparator — higher first, ties → lower e, NaN below every number, NaNs by lower e — is a strict
 //   total order, so the k-th pick is the best entry ranking after the (k−1)-th: no sort, no scratch);
 //   the weight sum sequentially from 0 in slot order.
 // moe: the host never learns the routing (no sync): every (token t, slot k) pair is computed directly
@@ -9,7 +9,8 @@
 //     1. x quantized once per token to the gate's (and, if different, the up's) activation format;
 //     2. G/U [n·K][I]: gate/up rows of expert ids[t][k] against x[t] (the CPU's per-expert batches give
 //        the same bits: a product element depends only on its weight row and activation row);
-//     3. H = swiglu_clamp(G, U, limit_exp) in place of G; H quantized per pair to the down's format;
+//     3. H = swiglu_clamp(G, U, limit_exp) quantized per pair to the down's format in one kernel (the
+//        quantizer reads swiglu_clamp of the two floats: the bits of storing H and quantizing it);
 //     4. Y [n·K][D]: down rows of expert ids[t][k] against H[pair];
 //     5. the shared expert the same per token (Gs, Us → Hs, Ys);
 //     6. combine, one thread per (t, c): out = 0, then k ascending: w == 1 ? out + y : fma(w, y, out),
@@ -146,6 +147,68 @@ __global__ void __launch_bounds__(kRouteThreads) route_kernel(RouteK r) {
   }
 }
 
+// route_kernel's selection on one warp per token for E ≤ 32·kRouteLaneMax (DS4: 256 experts, 8 per
+// lane in registers; the CTA form's six rounds of a shared-memory tree took ~12 µs per token): lane l
+// holds experts l, l + 32, …; each of the K rounds takes every lane's best untaken expert and an xor
+// butterfly of ranks_before (a strict total order, so every lane ends with the one best, as any tree
+// would); the owner marks it taken. Lane 0 then sums the K scores from 0 in slot order and writes the
+// weights: route_kernel's bits.
+constexpr int kRouteLaneMax = 8;
+constexpr int kRouteWarpsPerCta = 4;
+
+__global__ void __launch_bounds__(32 * kRouteWarpsPerCta) route_warp_kernel(RouteK r) {
+  wait_for_producer();
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int64_t t = blockIdx.x * static_cast<int64_t>(kRouteWarpsPerCta) + threadIdx.x / 32;
+  if (t >= r.n) return;  // the whole warp leaves together
+  const float* lt = r.logits + t * r.l_stride;
+  float score[kRouteLaneMax], sel[kRouteLaneMax];
+  unsigned taken = 0;
+#pragma unroll
+  for (int j = 0; j < kRouteLaneMax; ++j) {
+    const int64_t e = lane + 32 * j;
+    score[j] = e < r.E ? route_score(lt, e) : 0.0f;
+    sel[j] = e < r.E && r.bias != nullptr ? score[j] + r.bias[e] : score[j];
+    if (e >= r.E) taken |= 1u << j;
+  }
+  int32_t* id = r.ids + t * r.i_stride;
+  float* wt = r.weights + t * r.w_stride;
+  float sum = 0.0f;
+  for (int64_t k = 0; k < r.K; ++k) {
+    int32_t best = -1;
+    float best_sel = 0.0f, best_score = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kRouteLaneMax; ++j) {
+      const int32_t e = lane + 32 * j;
+      if (!(taken >> j & 1u) && (best < 0 || ranks_before(sel[j], e, best_sel, best))) {
+        best = e;
+        best_sel = sel[j];
+        best_score = score[j];
+      }
+    }
+    for (int m = 16; m >= 1; m >>= 1) {
+      const int32_t o = __shfl_xor_sync(0xffffffffu, best, m);
+      const float o_sel = __shfl_xor_sync(0xffffffffu, best_sel, m);
+      const float o_score = __shfl_xor_sync(0xffffffffu, best_score, m);
+      if (o >= 0 && (best < 0 || ranks_before(o_sel, o, best_sel, best))) {
+        best = o;
+        best_sel = o_sel;
+        best_score = o_score;
+      }
+    }
+    if (best >= 0 && best % 32 == lane) taken |= 1u << (best / 32);
+    if (lane == 0) {
+      id[k] = best;
+      sum += best_score;  // route_kernel: sum += s_score[id[i]] for i ascending from 0
+    }
+  }
+  if (lane != 0) return;
+  for (int64_t k = 0; k < r.K; ++k) {
+    const float w = route_score(lt, id[k]);
+    wt[k] = (r.norm ? hd::div(w, sum + 1e-20f) : w) * r.scale;
+  }
+}
+
 // h[i] = swiglu_clamp(g[i], u[i], limit) (h may be g).
 __global__ void swiglu_kernel(const float* g, const float* u, int64_t count, float limit, float* h) {
   wait_for_producer();
@@ -211,6 +274,11 @@ void CudaBackend::route(const backend::RouteArgs& r) {
   if (!hash && E > kRouteMaxE) {
     fail(invalid_argument("route: " + std::to_string(E) + " experts; the CUDA router handles at most " +
                           std::to_string(kRouteMaxE)));
+    return;
+  }
+  if (!hash && E <= 32 * kRouteLaneMax) {
+    launch("route_warp_kernel", route_warp_kernel, static_cast<unsigned>((n + kRouteWarpsPerCta - 1) / kRouteWarpsPerCta),
+           32 * kRouteWarpsPerCta, 0, k);
     return;
   }
   launch("route_kernel", route_kernel, static_cast<unsigned>(n), kRouteThreads, 0, k);
@@ -369,15 +437,13 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
       x_act(fu, &act, &stride);
       routed(m.up_exps, D, I, act, stride, K, U);
     }
-    // 3. h = swiglu_clamp in place of G, quantized per pair.
-    if (nk * I > 0) {
-      launch("swiglu_kernel", swiglu_kernel, grid_for(nk * I), kThreads, 0, G, U, nk * I, m.limit_exp, G);
-    }
+    // 3. h = swiglu_clamp(G, U) quantized per pair (one kernel), or in place of G for float weights.
     if (fd != ActFormat::kF32) {
-      enqueue_act_quant(*this, fd, G, I, nk, I, as + h_off);
+      enqueue_swiglu_act_quant(*this, fd, G, U, m.limit_exp, I, nk, I, as + h_off);
       act = as + h_off;
       stride = act_row_bytes(fd, I);
     } else {
+      if (nk * I > 0) launch("swiglu_kernel", swiglu_kernel, grid_for(nk * I), kThreads, 0, G, U, nk * I, m.limit_exp, G);
       act = G;
       stride = I * f4;
     }
@@ -396,14 +462,12 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
       x_act(fus, &act, &stride);
       dense(m.up_sh, D, Is, act, stride, Us);
     }
-    if (n * Is > 0) {
-      launch("swiglu_kernel", swiglu_kernel, grid_for(n * Is), kThreads, 0, Gs, Us, n * Is, m.limit_sh, Gs);
-    }
     if (fds != ActFormat::kF32) {
-      enqueue_act_quant(*this, fds, Gs, Is, n, Is, as + hs_off);
+      enqueue_swiglu_act_quant(*this, fds, Gs, Us, m.limit_sh, Is, n, Is, as + hs_off);
       act = as + hs_off;
       stride = act_row_bytes(fds, Is);
     } else {
+      if (n * Is > 0) launch("swiglu_kernel", swiglu_kernel, grid_for(n * Is), kThreads, 0, Gs, Us, n * Is, m.limit_sh, Gs);
       act = Gs;
       stride = Is * f4;
     }

@@ -36,6 +36,9 @@ std::vector<RouteCase> route_cases() {
       {"k_equals_e", 3, 7, 7, true, false},
       {"k1", 3, 9, 1, true, false},
       {"hash_no_norm", 3, 16, 3, false, true, false, 0.5f},
+      // More experts than the CUDA router's one-warp form holds (256): its CTA form.
+      {"wide_E384_cta", 3, 384, 6, true, false},
+      {"wide_E300_ties_cta", 4, 300, 5, true, false, true, 1.0f, 1},
   };
 }
 
