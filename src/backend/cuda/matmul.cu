@@ -597,6 +597,33 @@ void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
     ActFormat f;
     int64_t offset;
   };
+  // Float-weight jobs of one activation row on the same x (the compressors' and indexer's projections
+  // of a decode step): one launch (matmul_decode.cu) when they qualify.
+  bool float_done = false;
+  {
+    ProductArgs fl[kWholeRowJobs];
+    size_t n_fl = 0;
+    bool ok = true;
+    for (const backend::MatmulJob& j : jobs) {
+      if (act_format(j.w.type) != ActFormat::kF32) continue;
+      if (n_fl == kWholeRowJobs) {
+        ok = false;
+        break;
+      }
+      ProductArgs& a = fl[n_fl++];
+      a.type = j.w.type;
+      a.w = j.w.data;
+      a.w_row_bytes = j.w.nb[1];
+      a.in = j.w.ne[0];
+      a.out = j.w.ne[1];
+      a.rows = j.x.ne[1];
+      a.y = static_cast<float*>(j.y.data);
+      a.y_stride = j.y.nb[1] / 4;
+      a.act = j.x.data;
+      a.act_stride = j.x.nb[1];
+    }
+    float_done = ok && n_fl >= 2 && enqueue_whole_row_products(*this, std::span<const ProductArgs>(fl, n_fl)) > 0;
+  }
   // Small fixed list for sharing; beyond it every job quantizes its own copy.
   constexpr int kMaxShared = 64;
   Region seen[kMaxShared];
@@ -604,6 +631,7 @@ void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
   int64_t offset = 0;
   for (const backend::MatmulJob& j : jobs) {
     const ActFormat f = act_format(j.w.type);
+    if (float_done && f == ActFormat::kF32) continue;
     const int64_t in = j.w.ne[0], rows = j.x.ne[1], xs = j.x.nb[1] / 4;
     ProductArgs a;
     a.type = j.w.type;

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/matmul_types.cuh"
@@ -92,20 +93,25 @@ __global__ void __launch_bounds__(kLongThreads) product_long_row_kernel(ProductA
 }
 
 // The same for rows that fit whole in (dynamic) shared memory (x as floats, the weight row as its raw
-// bytes): every thread issues all its loads at once, so a row costs one memory latency, then warp 0
-// runs the lane chains (weights widened from shared memory as they are used). Same bits as above.
+// bytes): the weight row is copied while the producer still runs, then x; a row costs one memory
+// latency, then warp 0 runs the lane chains (weights widened from shared memory as they are used).
+// Same bits as above. One launch serves up to kWholeRowJobs products of the same activation row
+// (matmul_batch's projections of one x: the compressors' and indexer's): CTA b is row b − begin[j] of
+// job j.
 constexpr int64_t kWholeRowMaxBytes = 112 * 1024;
 
 template <typename Ops>
-__global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(ProductArgs a) {
+__global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(WholeRowJobs a) {
   static_assert(Ops::kLanes == 0, "float weights only");
   extern __shared__ __align__(16) unsigned char whole_smem[];
   float* xs = reinterpret_cast<float*>(whole_smem);
   uint8_t* ws = whole_smem + a.in * 4;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
-  const int64_t o = blockIdx.x;
+  int j = 0;
+  while (j + 1 < a.n_jobs && blockIdx.x >= a.begin[j + 1]) ++j;
+  const int64_t o = blockIdx.x - a.begin[j];
   const auto* x4 = static_cast<const float4*>(a.act);
-  const uint8_t* wrow = static_cast<const uint8_t*>(a.w) + o * a.w_row_bytes;
+  const uint8_t* wrow = static_cast<const uint8_t*>(a.w[j]) + o * a.w_row_bytes[j];
   const int nx = static_cast<int>(a.in / 4), nw = static_cast<int>(a.in * Ops::kBlockBytes / 16);
   // The weight row (never written by a step) is copied while the producer still runs (preload.cuh).
   for (int q = tid; q < nw; q += kLongThreads) preload::cp_async16(ws + 16 * q, wrow + 16 * q);
@@ -126,20 +132,20 @@ __global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(Product
   const int n = static_cast<int>(a.in);
   float p = 0.0f;
   constexpr int kChain = 16;
-  int j = lane;
-  for (; j + 32 * (kChain - 1) < n; j += 32 * kChain) {
+  int jj = lane;
+  for (; jj + 32 * (kChain - 1) < n; jj += 32 * kChain) {
     float wv[kChain], xv[kChain];
 #pragma unroll
     for (int k = 0; k < kChain; ++k) {
-      wv[k] = Ops::load(ws, j + 32 * k);
-      xv[k] = xs[j + 32 * k];
+      wv[k] = Ops::load(ws, jj + 32 * k);
+      xv[k] = xs[jj + 32 * k];
     }
 #pragma unroll
     for (int k = 0; k < kChain; ++k) p = hd::fma(wv[k], xv[k], p);
   }
-  for (; j < n; j += 32) p = hd::fma(Ops::load(ws, j), xs[j], p);
+  for (; jj < n; jj += 32) p = hd::fma(Ops::load(ws, jj), xs[jj], p);
   for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
-  if (lane == 0) a.y[o] = p;
+  if (lane == 0) a.y[j][o] = p;
 }
 
 // Routed experts of the K/IQ types (moe's pairs: expert ids, kLanes > 1): a CTA's warps are output rows
@@ -266,16 +272,66 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
   if (lane == 0) (blockIdx.z == 0 ? a.y : a.y_z1)[o] = p;
 }
 
+// One launch of product_whole_row_kernel for the jobs (whole_row_fits each; same type, act and in).
+template <typename Ops>
+void launch_whole_rows(CudaBackend& be, std::span<const ProductArgs* const> jobs) {
+  static const cudaError_t attr = cudaFuncSetAttribute(product_whole_row_kernel<Ops>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(kWholeRowMaxBytes));
+  if (attr != cudaSuccess) return be.check(attr, "cudaFuncSetAttribute (product_whole_row_kernel)");
+  WholeRowJobs w;
+  w.act = jobs[0]->act;
+  w.in = jobs[0]->in;
+  w.n_jobs = static_cast<int>(jobs.size());
+  w.begin[0] = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    w.w[j] = jobs[j]->w;
+    w.w_row_bytes[j] = jobs[j]->w_row_bytes;
+    w.y[j] = jobs[j]->y;
+    w.begin[j + 1] = w.begin[j] + static_cast<uint32_t>(jobs[j]->out);
+  }
+  be.launch("product_whole_row_kernel", product_whole_row_kernel<Ops>, w.begin[jobs.size()], kLongThreads,
+            static_cast<size_t>(w.in * (4 + Ops::kBlockBytes)), w);
+}
+
+// One activation row of float weights with long aligned rows (the long-row and whole-row forms).
+bool long_row_fits(const ProductArgs& a) {
+  return a.rows == 1 && a.ids == nullptr && a.act_group_rows == 0 && a.w_z1 == nullptr && a.in >= kLongStage &&
+         a.in % kLongStage == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.w_row_bytes % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(a.act) % 16 == 0 && a.out <= INT32_MAX;
+}
+
 }  // namespace
 
 namespace detail {
 
+int enqueue_whole_row_products(CudaBackend& be, std::span<const ProductArgs> jobs) {
+  if (jobs.size() < 2 || jobs.size() > static_cast<size_t>(kWholeRowJobs)) return 0;
+  const ProductArgs& j0 = jobs[0];
+  int64_t total = 0;
+  for (const ProductArgs& j : jobs) {
+    if (!long_row_fits(j) || j.type != j0.type || j.act != j0.act || j.in != j0.in) return 0;
+    total += j.out;
+  }
+  if (total > INT32_MAX) return 0;
+  bool launched = false;
+  dispatch_type(j0.type, [&](auto ops) {
+    using Ops = decltype(ops);
+    if constexpr (Ops::kLanes == 0) {
+      if (j0.in * (4 + Ops::kBlockBytes) > kWholeRowMaxBytes) return;
+      const ProductArgs* ptrs[kWholeRowJobs];
+      for (size_t j = 0; j < jobs.size(); ++j) ptrs[j] = &jobs[j];
+      launch_whole_rows<Ops>(be, std::span<const ProductArgs* const>(ptrs, jobs.size()));
+      launched = true;
+    }
+  });
+  return launched ? static_cast<int>(jobs.size()) : 0;
+}
+
 bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
   const bool pair = a.w_z1 != nullptr;
   // One activation row of float weights with long aligned rows: a CTA per output row (above).
-  const bool long_row = a.rows == 1 && a.ids == nullptr && a.act_group_rows == 0 && a.in >= kLongStage && a.in % kLongStage == 0 &&
-                        reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.w_row_bytes % 16 == 0 &&
-                        reinterpret_cast<uintptr_t>(a.act) % 16 == 0 && a.out <= INT32_MAX;
+  const bool long_row = long_row_fits(a);
   bool handled = false;
   dispatch_type(a.type, [&](auto ops) {
     if constexpr (decltype(ops)::kLanes == 0) {
@@ -283,11 +339,8 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
       const int64_t whole_bytes = a.in * (4 + Ops::kBlockBytes);
       if (long_row && whole_bytes <= kWholeRowMaxBytes) {
         handled = true;
-        static const cudaError_t attr = cudaFuncSetAttribute(
-            product_whole_row_kernel<Ops>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWholeRowMaxBytes));
-        if (attr != cudaSuccess) return be.check(attr, "cudaFuncSetAttribute (product_whole_row_kernel)");
-        be.launch("product_whole_row_kernel", product_whole_row_kernel<Ops>, static_cast<unsigned>(a.out), kLongThreads,
-                  static_cast<size_t>(whole_bytes), a);
+        const ProductArgs* one = &a;
+        launch_whole_rows<Ops>(be, std::span<const ProductArgs* const>(&one, 1));
         return;
       }
       if (long_row) {

@@ -29,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/preload.cuh"
@@ -316,5 +317,20 @@ struct ActOps<ActFormat::kQ8_K> {
 // the type has no device kernels), so that the caller launches product_kernel. `grid` is the general
 // product's grid (the routed form uses it as is).
 bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid);
+
+// Up to kWholeRowJobs float-weight products of one activation row (the same act, in and type; each
+// one the whole-row form would take) as one launch: the number of jobs launched (all of them), or 0
+// when they do not qualify and the caller enqueues them one by one. Same bits per job.
+constexpr int kWholeRowJobs = 8;
+struct WholeRowJobs {
+  const void* act = nullptr;
+  int64_t in = 0;
+  int n_jobs = 0;
+  uint32_t begin[kWholeRowJobs + 1] = {};  // CTA b is row b − begin[j] of job j (begin[n_jobs]: all rows)
+  const void* w[kWholeRowJobs] = {};
+  int64_t w_row_bytes[kWholeRowJobs] = {};
+  float* y[kWholeRowJobs] = {};
+};
+int enqueue_whole_row_products(CudaBackend& be, std::span<const ProductArgs> jobs);
 
 }  // namespace dsv4::cuda::detail

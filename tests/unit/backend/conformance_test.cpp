@@ -307,6 +307,24 @@ std::vector<BatchCase> batch_cases() {
       c.jobs.push_back({t, 4096, 9, 0, 1});
     v.push_back(c);
   }
+  {  // a decode step's attention projections of x: two Q8_0 and five F16 jobs (the CUDA backend runs the
+     // float ones as one launch), and the float jobs' output columns side by side in one tensor
+    BatchCase c{"decode_attention_projections", {8192}, {1}, {}};
+    c.y_width = 33 + 20 + 7 + 5 + 64;
+    c.jobs = {{TensorType::kQ8_0, 8192, 24, 0, 1}, {TensorType::kF16, 8192, 33, 0, 1, 0, -1, -1, 0},
+              {TensorType::kQ8_0, 8192, 16, 0, 1}, {TensorType::kF16, 8192, 20, 0, 1, 0, -1, -1, 33},
+              {TensorType::kF16, 8192, 7, 0, 1, 0, -1, -1, 53}, {TensorType::kF16, 8192, 5, 0, 1, 0, -1, -1, 60},
+              {TensorType::kF16, 8192, 64, 0, 1, 0, -1, -1, 65}};
+    v.push_back(c);
+  }
+  {  // float jobs that cannot share a launch: mixed float types; nine F16 jobs (more than one launch holds)
+    BatchCase c{"decode_float_mixed", {4096}, {1}, {}};
+    c.jobs = {{TensorType::kF16, 4096, 9, 0, 1}, {TensorType::kF32, 4096, 9, 0, 1}, {TensorType::kBF16, 4096, 9, 0, 1}};
+    v.push_back(c);
+    BatchCase d{"decode_nine_f16", {4096}, {1}, {}};
+    for (int k = 0; k < 9; ++k) d.jobs.push_back({TensorType::kF16, 4096, 3 + k, 0, 1});
+    v.push_back(d);
+  }
   return v;
 }
 
