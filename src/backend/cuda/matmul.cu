@@ -148,10 +148,35 @@ __device__ void product_rows(const ProductArgs& a, const uint8_t* w, float* y, i
   if constexpr (Ops::kLanes == 1) {
     constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
     const int64_t nb = a.in / Ops::kBlock;
+    bool staged = false;
+    if constexpr (stageable<Ops>()) {
+      // Runs of 32 blocks through the warp's stage (matmul_types.cuh): lane l still adds the values of
+      // blocks l, l + 32, … in ascending order.
+      if (nb % 32 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+        staged = true;
+        constexpr int kRuns = 4;
+        __shared__ __align__(16) uint8_t stage[kProductWarps][stage_bytes<Ops, kRuns>()];
+        uint8_t* st = stage[threadIdx.x / 32];
+        constexpr int kRunBytes = 32 * Ops::kBlockBytes;
+        const int64_t n_runs = nb / 32;
+        for (int64_t r0 = 0; r0 < n_runs; r0 += kRuns) {
+          const int runs = static_cast<int>(n_runs - r0 < kRuns ? n_runs - r0 : kRuns);
+          stage_runs<Ops, kRuns>(st, [&](int r) { return w + (r0 + r) * kRunBytes; }, runs, lane);
+          for (int r = 0; r < runs; ++r) {
+            const int64_t b = (r0 + r) * 32 + lane;
+            const uint8_t* wb = st + r * kRunBytes + lane * Ops::kBlockBytes;
+            for (int t = 0; t < kTile; ++t)
+              if (t < nt) p[t] = p[t] + Ops::block_dot(wb, act[t] + b * kActBytes);
+          }
+        }
+      }
+    }
+    if (!staged) {
 #pragma unroll 4
-    for (int64_t b = lane; b < nb; b += 32)
-      for (int t = 0; t < kTile; ++t)
-        if (t < nt) p[t] = p[t] + Ops::block_dot(w + b * Ops::kBlockBytes, act[t] + b * kActBytes);
+      for (int64_t b = lane; b < nb; b += 32)
+        for (int t = 0; t < kTile; ++t)
+          if (t < nt) p[t] = p[t] + Ops::block_dot(w + b * Ops::kBlockBytes, act[t] + b * kActBytes);
+    }
   } else {
     constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
     constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;

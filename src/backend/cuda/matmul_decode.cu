@@ -248,10 +248,32 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
   if (o < a.out) {
     const uint8_t* w = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1) + o * a.w_row_bytes;
     if constexpr (Ops::kLanes == 1) {
+      bool staged = false;
+      if constexpr (stageable<Ops>()) {
+        // This warp's runs of 32 blocks (part, part + kSplit, …) through its stage (matmul_types.cuh).
+        if (nb % 32 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+          staged = true;
+          constexpr int kRuns = 2;  // with vals[][] under the 48 KiB of static shared memory
+          __shared__ __align__(16) uint8_t stage[kProductWarps][stage_bytes<Ops, kRuns>()];
+          uint8_t* st = stage[threadIdx.x / 32];
+          constexpr int kRunBytes = 32 * Ops::kBlockBytes;
+          const int64_t mine = (nb / 32 - part + kSplit - 1) / kSplit;  // runs part + i·kSplit < nb / 32
+          for (int64_t i0 = 0; i0 < mine; i0 += kRuns) {
+            const int runs = static_cast<int>(mine - i0 < kRuns ? mine - i0 : kRuns);
+            stage_runs<Ops, kRuns>(st, [&](int r) { return w + (part + (i0 + r) * kSplit) * kRunBytes; }, runs, lane);
+            for (int r = 0; r < runs; ++r) {
+              const int64_t b = (part + (i0 + r) * kSplit) * 32 + lane;
+              vals[slot][b] = Ops::block_dot(st + r * kRunBytes + lane * Ops::kBlockBytes, act + b * kActBytes);
+            }
+          }
+        }
+      }
+      if (!staged) {
 #pragma unroll 4
-      for (int64_t b = 32 * part + lane; b < nb; b += 32 * kSplit)
-        vals[slot][b] = Ops::block_dot(w + b * Ops::kBlockBytes, act + b * kActBytes);
-      // (blocks past nb in the last chunk: nothing to compute)
+        for (int64_t b = 32 * part + lane; b < nb; b += 32 * kSplit)
+          vals[slot][b] = Ops::block_dot(w + b * Ops::kBlockBytes, act + b * kActBytes);
+        // (blocks past nb in the last chunk: nothing to compute)
+      }
     } else {
       constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
       const int sub = lane % kL;

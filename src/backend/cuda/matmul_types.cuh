@@ -310,6 +310,48 @@ struct ActOps<ActFormat::kQ8_K> {
   static constexpr int kBytes = sizeof(BlockQ8_K);
 };
 
+// --- staged runs of one-lane blocks -------------------------------------------------------------------
+//
+// A weight type with one lane per block (Q8_0, MXFP4, the ROCm FP4 types) read in place costs each lane
+// one load per 2 bytes of its block (Q8_0: 17 loads of 16 bits, the blocks are only 2-byte aligned),
+// so a warp's loads, not the bandwidth, limit the product. Instead a warp copies runs of 32 blocks (a
+// whole number of 16-byte words: 1088 bytes for Q8_0) with 16-byte streaming loads into its own
+// shared-memory stage, up to kRuns runs at a time (4 in product_kernel; 2 in the split form, whose
+// per-block values also live in shared memory), and lane l then reads block l of each run there. Same
+// blocks, same block_dot, same order of the lane partials: the same bits.
+
+template <typename Ops>
+constexpr bool stageable() {
+  return Ops::kLanes == 1 && (32 * Ops::kBlockBytes) % 16 == 0;
+}
+
+// Stage bytes per warp for Ops (kRuns runs of 32 blocks).
+template <typename Ops, int kRuns>
+constexpr int stage_bytes() {
+  return kRuns * 32 * Ops::kBlockBytes;
+}
+
+// st[r·32·kBlockBytes, …) = run r (32 blocks at run(r), 16-byte aligned) for r < runs ≤ kRuns, by the
+// 32 lanes of a warp (every lane calls it). The warp's earlier reads of st are complete first.
+template <typename Ops, int kRuns, typename RunPtr>
+__device__ __forceinline__ void stage_runs(uint8_t* st, RunPtr run, int runs, int lane) {
+  constexpr int kWords = 32 * Ops::kBlockBytes / 16;
+  constexpr int kPer = (kRuns * kWords + 31) / 32;
+  uint4 v[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int q = lane + 32 * i, r = q / kWords;
+    if (r < runs) v[i] = __ldcs(reinterpret_cast<const uint4*>(run(r)) + (q - r * kWords));
+  }
+  __syncwarp();
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int q = lane + 32 * i;
+    if (q / kWords < runs) reinterpret_cast<uint4*>(st)[q] = v[i];
+  }
+  __syncwarp();
+}
+
 // matmul_decode.cu: launches the decode form that enqueue_product (matmul.cu) would pick for `a`
 // before its general product_kernel — whole-row / long-row for one row of float weights, routed for
 // the K/IQ types' expert pairs, split for few output rows of one quantized activation row — and
