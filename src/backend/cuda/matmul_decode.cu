@@ -163,6 +163,11 @@ constexpr bool has_tables() {
     return false;
 }
 
+// Each warp computes kRoutedRows consecutive output rows of its pair, interleaved chunk by chunk (their
+// weight loads in flight together; a CTA's set-up — the activation row and the tables — serves
+// 8·kRoutedRows rows): a routed product of 2048 rows is then 64 CTAs per pair instead of 256.
+constexpr int kRoutedRows = 4;
+
 template <typename Ops>
 __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(ProductArgs a) {
   static_assert(Ops::kLanes > 1, "K/IQ types");
@@ -172,7 +177,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
   __shared__ Iq2xxsDeviceTables tab_s;
   constexpr bool kTables = has_tables<Ops>();
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid / 32;
-  const int64_t o = blockIdx.x * static_cast<int64_t>(kProductWarps) + warp;
+  const int64_t o0 = (blockIdx.x * static_cast<int64_t>(kProductWarps) + warp) * kRoutedRows;
   const int64_t nb = a.in / Ops::kBlock, act_bytes = nb * kActBytes;
   if constexpr (kTables) {
     for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];
@@ -191,31 +196,44 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
     }
     __syncthreads();
     const int32_t e = a.ids[(r / a.id_k) * a.id_stride + r % a.id_k];
-    if (o < a.out) {
+    const int rows_here = static_cast<int>(a.out - o0 < kRoutedRows ? a.out - o0 : kRoutedRows);  // warp-uniform
+    if (rows_here > 0) {
       if (e < 0 || e >= a.n_expert) {
-        if (lane == 0) yz[r * a.y_stride + o] = nan_f32();
+        if (lane < rows_here) yz[r * a.y_stride + o0 + lane] = nan_f32();
       } else {
-        const uint8_t* w = wz + e * a.expert_bytes + o * a.w_row_bytes;
+        const uint8_t* w = wz + e * a.expert_bytes + o0 * a.w_row_bytes;
         const int sub = lane % kL;
-        float p = 0.0f;
+        float p[kRoutedRows];
+#pragma unroll
+        for (int i = 0; i < kRoutedRows; ++i) p[i] = 0.0f;
         for (int64_t b0 = 0; b0 < nb; b0 += kPerChunk) {
           const int64_t b = b0 + lane / kL;
           const int rel = lane - static_cast<int>(b0 % 32);
           const bool mine = rel >= 0 && rel < kPerChunk && b0 + rel < nb;
-          typename Ops::Isum is{};
-          if (b < nb) {
-            if constexpr (kTables)
-              is = Ops::part_with(w + b * Ops::kBlockBytes, act_s + b * kActBytes, sub, tab_s);
-            else
-              is = Ops::part(w + b * Ops::kBlockBytes, act_s + b * kActBytes, sub);
+#pragma unroll
+          for (int i = 0; i < kRoutedRows; ++i) {
+            if (i >= rows_here) break;
+            const uint8_t* wb = w + i * a.w_row_bytes + b * Ops::kBlockBytes;
+            typename Ops::Isum is{};
+            if (b < nb) {
+              if constexpr (kTables)
+                is = Ops::part_with(wb, act_s + b * kActBytes, sub, tab_s);
+              else
+                is = Ops::part(wb, act_s + b * kActBytes, sub);
+            }
+            for (int m = 1; m < kL; m <<= 1) is = Ops::add(is, Ops::shfl_xor(is, m));
+            const float v = b < nb ? Ops::finish(wb, act_s + b * kActBytes, is) : 0.0f;
+            const float vb = __shfl_sync(0xffffffffu, v, mine ? rel * kL : 0);
+            if (mine) p[i] = p[i] + vb;
           }
-          for (int m = 1; m < kL; m <<= 1) is = Ops::add(is, Ops::shfl_xor(is, m));
-          const float v = b < nb ? Ops::finish(w + b * Ops::kBlockBytes, act_s + b * kActBytes, is) : 0.0f;
-          const float vb = __shfl_sync(0xffffffffu, v, mine ? rel * kL : 0);
-          if (mine) p = p + vb;
         }
-        for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
-        if (lane == 0) yz[r * a.y_stride + o] = p;
+#pragma unroll
+        for (int i = 0; i < kRoutedRows; ++i) {
+          if (i >= rows_here) break;
+          float q = p[i];
+          for (int sh = 16; sh >= 1; sh >>= 1) q = q + __shfl_down_sync(0xffffffffu, q, sh);
+          if (lane == 0) yz[r * a.y_stride + o0 + i] = q;
+        }
       }
     }
     __syncthreads();  // act_s is refilled for the next pair
@@ -376,7 +394,8 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
       using Ops = decltype(ops);
       if (a.ids != nullptr && a.in / Ops::kBlock * ActOps<Ops::kAct>::kBytes <= kRoutedActMax) {
         handled = true;
-        be.launch("product_routed_kernel", product_routed_kernel<Ops>, grid, 32 * kProductWarps, 0, a);
+        const dim3 g(static_cast<unsigned>(blocks_for(a.out, kProductWarps * kRoutedRows)), grid.y, grid.z);
+        be.launch("product_routed_kernel", product_routed_kernel<Ops>, g, 32 * kProductWarps, 0, a);
         return;
       }
     }
