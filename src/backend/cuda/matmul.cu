@@ -43,87 +43,20 @@ std::string dims(const Tensor& t) {
 
 // --- activation quantizers ------------------------------------------------------------------------
 
-// One warp per activation block (numerics/quant_ref.h's quantize_act_q8_0_block and
-// quantize_act_q8_k_block, which one thread per block would walk serially: a decode row of 4096 is
-// then 16 threads of 256 elements each). Same bits: the block's max is an order-free
-// reduction once ties carry their index (Q8_K keeps the first element of largest magnitude), the
-// per-element rounding is the reference's, and bsums are exact integer sums.
-//
-// With u set, the element is swiglu_clamp(x[i], u[i], limit) (u rows x_stride floats apart, like x).
-__device__ __forceinline__ float act_input(const float* x, const float* u, float limit, int64_t i) {
-  return u != nullptr ? det::swiglu_clamp(x[i], u[i], limit) : x[i];
-}
-
-__global__ void act_quant_q8_0_warp_kernel(const float* x, const float* u, float limit, int64_t x_stride, int64_t rows,
-                                           int64_t n, uint8_t* dst) {
+// One warp per activation block (matmul_types.cuh's quantize_block_warp): a decode row of 4096 is 128
+// (Q8_0) or 16 (Q8_K) warps. With u set, the element is swiglu_clamp(x[i], u[i], limit).
+template <ActFormat F>
+__global__ void act_quant_warp_kernel(const float* x, const float* u, float limit, int64_t x_stride, int64_t rows,
+                                      int64_t n, uint8_t* dst) {
   wait_for_producer();
   const int lane = threadIdx.x & 31;
-  const int64_t per_row = n / 32;
+  constexpr int64_t kBlock = ActOps<F>::kBlock, kBytes = ActOps<F>::kBytes;
+  const int64_t per_row = n / kBlock;
   const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   if (gw >= rows * per_row) return;
   const int64_t r = gw / per_row, b = gw % per_row;
-  const float v = qref::finite_or_zero(act_input(x, u, limit, r * x_stride + b * 32 + lane));
-  float amax = qref::f32_abs(v);
-  for (int m = 16; m >= 1; m >>= 1) amax = qref::fmax_c(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-  const float d = hd::div(amax, 127.0f);
-  const float id = d != 0.0f ? hd::div(1.0f, d) : 0.0f;
-  auto* out = reinterpret_cast<BlockQ8_0Act*>(dst + r * (per_row * static_cast<int64_t>(sizeof(BlockQ8_0Act))) +
-                                              b * static_cast<int64_t>(sizeof(BlockQ8_0Act)));
-  float q = qref::round_half_away(v * id);
-  q = qref::fmin_c(127.0f, qref::fmax_c(-127.0f, q));
-  out->qs[lane] = static_cast<int8_t>(q);
-  if (lane == 0) out->d = d;
-}
-
-__global__ void act_quant_q8_k_warp_kernel(const float* x, const float* u, float limit, int64_t x_stride, int64_t rows,
-                                           int64_t n, uint8_t* dst) {
-  wait_for_producer();
-  const int lane = threadIdx.x & 31;
-  const int64_t per_row = n / 256;
-  const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  if (gw >= rows * per_row) return;
-  const int64_t r = gw / per_row, b = gw % per_row;
-  const int64_t xb = r * x_stride + b * 256 + lane * 8;
-  float v[8];
-  float amax = 0.0f, max = 0.0f;
-  int at = 256;
-  for (int k = 0; k < 8; ++k) {
-    v[k] = qref::finite_or_zero(act_input(x, u, limit, xb + k));
-    const float ax = qref::f32_abs(v[k]);
-    if (ax > amax) {
-      amax = ax;
-      max = v[k];
-      at = lane * 8 + k;
-    }
-  }
-  for (int m = 16; m >= 1; m >>= 1) {
-    const float o_amax = __shfl_xor_sync(0xffffffffu, amax, m), o_max = __shfl_xor_sync(0xffffffffu, max, m);
-    const int o_at = __shfl_xor_sync(0xffffffffu, at, m);
-    if (o_amax > amax || (o_amax == amax && o_at < at)) {
-      amax = o_amax;
-      max = o_max;
-      at = o_at;
-    }
-  }
-  auto* out = reinterpret_cast<BlockQ8_K*>(dst + r * (per_row * static_cast<int64_t>(sizeof(BlockQ8_K))) +
-                                           b * static_cast<int64_t>(sizeof(BlockQ8_K)));
-  if (amax == 0.0f) {
-    for (int k = 0; k < 8; ++k) out->qs[lane * 8 + k] = 0;
-    if (lane < 16) out->bsums[lane] = 0;
-    if (lane == 0) out->d = 0.0f;
-    return;
-  }
-  const float iscale = hd::div(-127.0f, max);
-  int sum = 0;
-  for (int k = 0; k < 8; ++k) {
-    float q = static_cast<float>(hd::round_even(static_cast<double>(iscale * v[k])));
-    q = qref::fmin_c(127.0f, qref::fmax_c(-128.0f, q));
-    out->qs[lane * 8 + k] = static_cast<int8_t>(q);
-    sum += static_cast<int>(static_cast<int8_t>(q));
-  }
-  sum += __shfl_xor_sync(0xffffffffu, sum, 1);  // lanes 2k, 2k+1 hold sub-block k
-  if ((lane & 1) == 0) out->bsums[lane / 2] = static_cast<int16_t>(sum);
-  if (lane == 0) out->d = hd::div(1.0f, iscale);
+  quantize_block_warp<F>(x + r * x_stride, u != nullptr ? u + r * x_stride : nullptr, limit, b,
+                         dst + r * per_row * kBytes + b * kBytes, lane);
 }
 
 // --- products ----------------------------------------------------------------------------------------
@@ -394,12 +327,12 @@ void enqueue_swiglu_act_quant(CudaBackend& be, ActFormat format, const float* g,
   auto* out = static_cast<uint8_t*>(dst);
   switch (format) {
     case ActFormat::kQ8_0:
-      be.launch("act_quant_q8_0_warp_kernel", act_quant_q8_0_warp_kernel, grid, kThreads, 0, g, u, limit, x_stride, rows,
-                n, out);
+      be.launch("act_quant_warp_kernel<Q8_0>", act_quant_warp_kernel<ActFormat::kQ8_0>, grid, kThreads, 0, g, u, limit,
+                x_stride, rows, n, out);
       break;
     case ActFormat::kQ8_K:
-      be.launch("act_quant_q8_k_warp_kernel", act_quant_q8_k_warp_kernel, grid, kThreads, 0, g, u, limit, x_stride, rows,
-                n, out);
+      be.launch("act_quant_warp_kernel<Q8_K>", act_quant_warp_kernel<ActFormat::kQ8_K>, grid, kThreads, 0, g, u, limit,
+                x_stride, rows, n, out);
       break;
     default: return;
   }
@@ -568,7 +501,6 @@ void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
       auto* scratch = static_cast<uint8_t*>(grow(act_scratch, align256(row_bytes * cap)));
       if (scratch == nullptr) return;
       const float* base = static_cast<const float*>(j0.x.data) + lo;
-      enqueue_act_quant(*this, f, base, stride / 4, rows, n, scratch);
       // Groups of one weight (job k: rows [k·R, (k+1)·R) of it, x columns [k·in, (k+1)·in), y columns
       // [k·R, (k+1)·R)): one product over all G·R rows, row o reading activation group o / R.
       const int64_t R = j0.w.ne[1], in = j0.w.ne[0], G = static_cast<int64_t>(jobs.size());
@@ -595,9 +527,17 @@ void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
         a.act_stride = row_bytes;
         a.act_group_rows = R;
         a.act_group_bytes = in / blk * act_row_bytes(f, blk);
+        a.act_f32 = base;  // group g's floats at base + g·in
+        a.act_f32_stride = stride / 4;
+        a.act_group_floats = in;
+        if (!quantizes_inline(*this, a)) {
+          a.act_f32 = nullptr;
+          enqueue_act_quant(*this, f, base, stride / 4, rows, n, scratch);
+        }
         enqueue_product(*this, a);
         return;
       }
+      enqueue_act_quant(*this, f, base, stride / 4, rows, n, scratch);
       for (const backend::MatmulJob& j : jobs) {
         const int64_t off = (static_cast<const char*>(j.x.data) - static_cast<const char*>(j0.x.data)) / 4 - lo;
         ProductArgs a;
@@ -667,10 +607,16 @@ void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
     a.rows = rows;
     a.y = static_cast<float*>(j.y.data);
     a.y_stride = j.y.nb[1] / 4;
+    a.act_f32 = static_cast<const float*>(j.x.data);
+    a.act_f32_stride = xs;
     if (f == ActFormat::kF32) {
+      a.act_f32 = nullptr;
       a.act = j.x.data;
       a.act_stride = j.x.nb[1];
+    } else if (quantizes_inline(*this, a)) {
+      // the decode form quantizes x itself (no act-quant kernel)
     } else {
+      a.act_f32 = nullptr;
       int64_t at = -1;
       for (int i = 0; i < n_seen && at < 0; ++i)
         if (seen[i].x == j.x.data && seen[i].stride == xs && seen[i].n == in && seen[i].rows == rows && seen[i].f == f)

@@ -188,7 +188,11 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
   float* yz = blockIdx.z == 0 ? a.y : a.y_z1;
   for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
     const uint8_t* src = static_cast<const uint8_t*>(a.act) + (r / a.act_div) * a.act_stride;
-    if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && act_bytes % 16 == 0) {
+    if (a.act_f32 != nullptr) {  // the pair's activation row quantized here (ProductArgs::act_f32)
+      const int64_t j = (r / a.act_div) * a.act_f32_stride;
+      quantize_row_cta<Ops::kAct>(a.act_f32 + j, a.act_u != nullptr ? a.act_u + j : nullptr, a.act_limit,
+                                  a.in / ActOps<Ops::kAct>::kBlock, act_s, warp, kProductWarps, lane);
+    } else if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && act_bytes % 16 == 0) {
       for (int64_t q = tid; q < act_bytes / 16; q += blockDim.x)
         reinterpret_cast<uint4*>(act_s)[q] = __ldg(reinterpret_cast<const uint4*>(src) + q);
     } else {
@@ -248,6 +252,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
 // from 0, one plain add each, exactly product_rows's partials) and runs the shuffle tree: the bits of
 // product_rows, whose lanes add the same values in the same order.
 constexpr int kSplitMaxBlocks = 1024;  // blocks per row this kernel holds in shared memory
+constexpr int64_t kSplitInlineActMax = 10 * 1024;  // activation bytes it quantizes itself (8192 floats of Q8_0)
 
 template <typename Ops, int kSplit>
 __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(ProductArgs a) {
@@ -256,13 +261,23 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
   prefetch_weight_rows(a, blockIdx.x * static_cast<int64_t>(kRows), kRows);
   wait_for_producer();
   __shared__ float vals[kRows][kSplitMaxBlocks];
+  __shared__ __align__(16) uint8_t act_q[kSplitInlineActMax];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
   const int slot = warp / kSplit, part = warp % kSplit;
   const int64_t o = blockIdx.x * static_cast<int64_t>(kRows) + slot;
   const int64_t nb = a.in / Ops::kBlock;
   constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
-  const uint8_t* act =
-      static_cast<const uint8_t*>(a.act) + (a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0);
+  const uint8_t* act;
+  if (a.act_f32 != nullptr) {  // the row (the CTA's group of it) quantized here (ProductArgs::act_f32)
+    const int64_t o0 = blockIdx.x * static_cast<int64_t>(kRows);
+    const float* x = a.act_f32 + (a.act_group_rows > 0 ? (o0 / a.act_group_rows) * a.act_group_floats : 0);
+    quantize_row_cta<Ops::kAct>(x, a.act_u, a.act_limit, a.in / ActOps<Ops::kAct>::kBlock, act_q, warp, kProductWarps,
+                                lane);
+    __syncthreads();
+    act = act_q;
+  } else {
+    act = static_cast<const uint8_t*>(a.act) + (a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0);
+  }
   if (o < a.out) {
     const uint8_t* w = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1) + o * a.w_row_bytes;
     if constexpr (Ops::kLanes == 1) {
@@ -334,6 +349,23 @@ void launch_whole_rows(CudaBackend& be, std::span<const ProductArgs* const> jobs
             static_cast<size_t>(w.in * (4 + Ops::kBlockBytes)), w);
 }
 
+// The split form's warps per output row for a quantized product (> 1: the split form applies): few
+// output rows of one activation row are split over several warps so that at least ~32 warps per SM
+// stream the weights, as far as the row's chunks allow.
+int split_factor(const CudaBackend& be, const ProductArgs& a) {
+  int split = 1;
+  dispatch_type(a.type, [&](auto ops) {
+    using Ops = decltype(ops);
+    if constexpr (Ops::kLanes > 0) {
+      const int64_t per_chunk = Ops::kLanes == 1 ? 32 : 32 / Ops::kLanes;
+      const int64_t nb = a.in / Ops::kBlock, chunks = (nb + per_chunk - 1) / per_chunk;
+      while (split < kProductWarps && split * 2 <= chunks && a.out * split < 32 * be.sm_count()) split *= 2;
+      if (a.rows != 1 || a.ids != nullptr || nb > kSplitMaxBlocks) split = 1;
+    }
+  });
+  return split;
+}
+
 // One activation row of float weights with long aligned rows (the long-row and whole-row forms).
 bool long_row_fits(const ProductArgs& a) {
   return a.rows == 1 && a.ids == nullptr && a.act_group_rows == 0 && a.w_z1 == nullptr && a.in >= kLongStage &&
@@ -400,13 +432,8 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
       }
     }
     if constexpr (decltype(ops)::kLanes > 0) {
-      // Few output rows of one activation row: split each row over several warps (above) so that at
-      // least ~32 warps per SM stream the weights, as far as the row's chunks allow.
-      const int64_t per_chunk = decltype(ops)::kLanes == 1 ? 32 : 32 / decltype(ops)::kLanes;
-      const int64_t nb = a.in / decltype(ops)::kBlock, chunks = (nb + per_chunk - 1) / per_chunk;
-      int split = 1;
-      while (split < kProductWarps && split * 2 <= chunks && a.out * split < 32 * be.sm_count()) split *= 2;
-      if (a.rows == 1 && a.ids == nullptr && split > 1 && nb <= kSplitMaxBlocks) {
+      const int split = split_factor(be, a);
+      if (split > 1) {
         handled = true;
         const dim3 g(static_cast<unsigned>(blocks_for(a.out, kProductWarps / split)), 1u, pair ? 2u : 1u);
         if (split == 2) be.launch("product_split_kernel<2>", product_split_kernel<decltype(ops), 2>, g, 32 * kProductWarps, 0, a);
@@ -420,5 +447,26 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
 }
 
 }  // namespace detail
+
+bool quantizes_inline(const CudaBackend& be, const ProductArgs& a) {
+  if (a.act_u != nullptr && a.ids == nullptr && a.act_group_rows > 0) return false;
+  bool inline_quant = false;
+  dispatch_type(a.type, [&](auto ops) {
+    using Ops = decltype(ops);
+    if constexpr (Ops::kLanes > 0) {
+      const int64_t act_bytes = a.in / ActOps<Ops::kAct>::kBlock * ActOps<Ops::kAct>::kBytes;
+      if constexpr (Ops::kLanes > 1) {
+        if (a.ids != nullptr) {
+          inline_quant = act_bytes <= kRoutedActMax;  // the routed form
+          return;
+        }
+      }
+      const int split = split_factor(be, a);
+      inline_quant = split > 1 && act_bytes <= kSplitInlineActMax &&
+                     (a.act_group_rows == 0 || a.act_group_rows % (kProductWarps / split) == 0);
+    }
+  });
+  return inline_quant;
+}
 
 }  // namespace dsv4::cuda

@@ -35,6 +35,7 @@
 #include "backend/cuda/preload.cuh"
 #include "backend/cuda/quant_dots.cuh"
 #include "numerics/blocks.h"
+#include "numerics/det_math.h"
 #include "numerics/hd.h"
 #include "numerics/quant_ref.h"
 #include "numerics/quant_ref_iq2_xxs.h"
@@ -303,12 +304,93 @@ template <ActFormat F>
 struct ActOps;
 template <>
 struct ActOps<ActFormat::kQ8_0> {
+  static constexpr int kBlock = 32;
   static constexpr int kBytes = sizeof(BlockQ8_0Act);
 };
 template <>
 struct ActOps<ActFormat::kQ8_K> {
+  static constexpr int kBlock = 256;
   static constexpr int kBytes = sizeof(BlockQ8_K);
 };
+
+// --- activation quantizers on one warp per block ----------------------------------------------------
+//
+// numerics/quant_ref.h's quantize_act_q8_0_block and quantize_act_q8_k_block, which one thread per block
+// would walk serially, on the 32 lanes of a warp. Same bits: the block's max is an order-free reduction
+// once ties carry their index (Q8_K keeps the first element of largest magnitude), the per-element
+// rounding is the reference's, and bsums are exact integer sums. Used by matmul.cu's act-quant kernels
+// and by the decode forms that quantize their own activation row (matmul_decode.cu). Block b of the
+// row x (with u set, element i is swiglu_clamp(x[i], u[i], limit): the float a swiglu kernel stores).
+__device__ __forceinline__ float act_input(const float* x, const float* u, float limit, int64_t i) {
+  return u != nullptr ? det::swiglu_clamp(x[i], u[i], limit) : x[i];
+}
+
+template <ActFormat F>
+__device__ __forceinline__ void quantize_block_warp(const float* x, const float* u, float limit, int64_t b, uint8_t* dst,
+                                                    int lane) {
+  if constexpr (F == ActFormat::kQ8_0) {
+    const float v = qref::finite_or_zero(act_input(x, u, limit, b * 32 + lane));
+    float amax = qref::f32_abs(v);
+    for (int m = 16; m >= 1; m >>= 1) amax = qref::fmax_c(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+    const float d = hd::div(amax, 127.0f);
+    const float id = d != 0.0f ? hd::div(1.0f, d) : 0.0f;
+    auto* out = reinterpret_cast<BlockQ8_0Act*>(dst);
+    float q = qref::round_half_away(v * id);
+    q = qref::fmin_c(127.0f, qref::fmax_c(-127.0f, q));
+    out->qs[lane] = static_cast<int8_t>(q);
+    if (lane == 0) out->d = d;
+  } else {
+    static_assert(F == ActFormat::kQ8_K, "Q8_0 or Q8_K");
+    const int64_t xb = b * 256 + lane * 8;
+    float v[8];
+    float amax = 0.0f, max = 0.0f;
+    int at = 256;
+    for (int k = 0; k < 8; ++k) {
+      v[k] = qref::finite_or_zero(act_input(x, u, limit, xb + k));
+      const float ax = qref::f32_abs(v[k]);
+      if (ax > amax) {
+        amax = ax;
+        max = v[k];
+        at = lane * 8 + k;
+      }
+    }
+    for (int m = 16; m >= 1; m >>= 1) {
+      const float o_amax = __shfl_xor_sync(0xffffffffu, amax, m), o_max = __shfl_xor_sync(0xffffffffu, max, m);
+      const int o_at = __shfl_xor_sync(0xffffffffu, at, m);
+      if (o_amax > amax || (o_amax == amax && o_at < at)) {
+        amax = o_amax;
+        max = o_max;
+        at = o_at;
+      }
+    }
+    auto* out = reinterpret_cast<BlockQ8_K*>(dst);
+    if (amax == 0.0f) {
+      for (int k = 0; k < 8; ++k) out->qs[lane * 8 + k] = 0;
+      if (lane < 16) out->bsums[lane] = 0;
+      if (lane == 0) out->d = 0.0f;
+      return;
+    }
+    const float iscale = hd::div(-127.0f, max);
+    int sum = 0;
+    for (int k = 0; k < 8; ++k) {
+      float q = static_cast<float>(hd::round_even(static_cast<double>(iscale * v[k])));
+      q = qref::fmin_c(127.0f, qref::fmax_c(-128.0f, q));
+      out->qs[lane * 8 + k] = static_cast<int8_t>(q);
+      sum += static_cast<int>(static_cast<int8_t>(q));
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);  // lanes 2k, 2k+1 hold sub-block k
+    if ((lane & 1) == 0) out->bsums[lane / 2] = static_cast<int16_t>(sum);
+    if (lane == 0) out->d = hd::div(1.0f, iscale);
+  }
+}
+
+// The whole activation row (n_blocks blocks of F) into dst by a CTA's warps (warp w: blocks w, w + warps,
+// …); the caller synchronises the CTA before reading dst.
+template <ActFormat F>
+__device__ __forceinline__ void quantize_row_cta(const float* x, const float* u, float limit, int64_t n_blocks,
+                                                 uint8_t* dst, int warp, int warps, int lane) {
+  for (int64_t b = warp; b < n_blocks; b += warps) quantize_block_warp<F>(x, u, limit, b, dst + b * ActOps<F>::kBytes, lane);
+}
 
 // --- staged runs of one-lane blocks -------------------------------------------------------------------
 //

@@ -360,28 +360,47 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
   float* Us = reinterpret_cast<float*>(fs + 2 * g_bytes + y_bytes + gs_bytes);
   float* Ys = shared ? reinterpret_cast<float*>(fs + 2 * g_bytes + y_bytes + 2 * gs_bytes) : nullptr;
 
-  // 1. x quantized once per token and format.
-  for (int i = 0; i < n_xf; ++i) enqueue_act_quant(*this, x_formats[i], xd, xs, n, D, as + x_off[i]);
-  // The activation rows of x for a consumer of format f.
+  // 1. x quantized once per token and format, when a product needs it quantized: the decode forms
+  //    (routed pairs, the split shared expert) quantize their rows themselves (quantizes_inline).
+  bool x_done[4] = {false, false, false, false};
+  // The activation rows of x for a consumer of format f (quantizing them on first use).
   auto x_act = [&](ActFormat f, const void** act, int64_t* stride) {
-    *act = nullptr;  // every format the products use was quantized above
+    *act = nullptr;
     if (f == ActFormat::kF32) {
       *act = xd;
       *stride = x.nb[1];
       return;
     }
-    for (int i = 0; i < n_xf; ++i)
-      if (x_formats[i] == f) *act = as + x_off[i];
+    for (int i = 0; i < n_xf; ++i) {
+      if (x_formats[i] != f) continue;
+      if (!x_done[i]) enqueue_act_quant(*this, f, xd, xs, n, D, as + x_off[i]);
+      x_done[i] = true;
+      *act = as + x_off[i];
+    }
     *stride = act_row_bytes(f, D);
   };
+  // Enqueues product a reading the float rows f32 (with u: swiglu_clamp(f32, u, limit)), f32_stride
+  // floats apart: quantized inside the product where its form does that, else from `quantized`, which
+  // gives the quantized (or, for float weights, plain) rows.
+  auto submit = [&](ProductArgs a, const float* f32, const float* u, float limit, int64_t f32_stride, auto&& quantized) {
+    a.act_f32 = f32;
+    a.act_u = u;
+    a.act_limit = limit;
+    a.act_f32_stride = f32_stride;
+    if (act_format(a.type) == ActFormat::kF32 || !quantizes_inline(*this, a)) {
+      a.act_f32 = a.act_u = nullptr;
+      quantized(&a.act, &a.act_stride);
+    }
+    enqueue_product(*this, a);
+  };
 
-  // A routed product over the n·K pairs: weight rows of expert ids[t][k].
+  // A routed product over the n·K pairs: weight rows of expert ids[t][k] (activation row pair / act_div).
   // Gate and up share one launch when they are the same kind of weight (type, row and expert strides).
   auto pair_ok = [](const Tensor& g, const Tensor& u) {
     return g.type == u.type && g.nb[1] == u.nb[1] && g.nb[2] == u.nb[2] && g.ne[0] == u.ne[0] && g.ne[1] == u.ne[1];
   };
-  auto routed = [&](const Tensor& w, int64_t in, int64_t out, const void* act, int64_t act_stride, int64_t act_div,
-                    float* y, const Tensor* w2 = nullptr, float* y2 = nullptr) {
+  auto routed = [&](const Tensor& w, int64_t in, int64_t out, int64_t act_div, float* y, const Tensor* w2 = nullptr,
+                    float* y2 = nullptr) {
     ProductArgs a;
     a.type = w.type;
     a.w = w.data;
@@ -393,8 +412,6 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
     a.id_stride = ids_stride;
     a.n_expert = E;
     a.expert_bytes = w.nb[2];
-    a.act = act;
-    a.act_stride = act_stride;
     a.act_div = act_div;
     a.rows = nk;
     a.y = y;
@@ -403,18 +420,16 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
       a.w_z1 = w2->data;
       a.y_z1 = y2;
     }
-    enqueue_product(*this, a);
+    return a;
   };
-  auto dense = [&](const Tensor& w, int64_t in, int64_t out, const void* act, int64_t act_stride, float* y,
-                   const Tensor* w2 = nullptr, float* y2 = nullptr) {
+  auto dense = [&](const Tensor& w, int64_t in, int64_t out, float* y, const Tensor* w2 = nullptr,
+                   float* y2 = nullptr) {
     ProductArgs a;
     a.type = w.type;
     a.w = w.data;
     a.w_row_bytes = w.nb[1];
     a.in = in;
     a.out = out;
-    a.act = act;
-    a.act_stride = act_stride;
     a.rows = n;
     a.y = y;
     a.y_stride = out;
@@ -422,56 +437,46 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
       a.w_z1 = w2->data;
       a.y_z1 = y2;
     }
-    enqueue_product(*this, a);
+    return a;
+  };
+  auto x_for = [&](ActFormat f) { return [&, f](const void** act, int64_t* stride) { x_act(f, act, stride); }; };
+  // h = swiglu_clamp(g, u, limit) ([rows][width]) for a product of format f: quantized into the scratch
+  // at h_at, or for float weights stored in place of g.
+  auto h_for = [&](ActFormat f, float* g, const float* u, float limit, int64_t rows, int64_t width, int64_t h_at) {
+    return [=, this](const void** act, int64_t* stride) {
+      if (f != ActFormat::kF32) {
+        enqueue_swiglu_act_quant(*this, f, g, u, limit, width, rows, width, as + h_at);
+        *act = as + h_at;
+        *stride = act_row_bytes(f, width);
+      } else {
+        if (rows * width > 0)
+          launch("swiglu_kernel", swiglu_kernel, grid_for(rows * width), kThreads, 0, g, u, rows * width, limit, g);
+        *act = g;
+        *stride = width * 4;
+      }
+    };
   };
 
   if (nk > 0) {
     // 2. gate / up per pair (activation row t = pair / K).
-    const void* act;
-    int64_t stride;
-    x_act(fg, &act, &stride);
     if (pair_ok(m.gate_exps, m.up_exps)) {  // gate and up in one launch
-      routed(m.gate_exps, D, I, act, stride, K, G, &m.up_exps, U);
+      submit(routed(m.gate_exps, D, I, K, G, &m.up_exps, U), xd, nullptr, 0.0f, xs, x_for(fg));
     } else {
-      routed(m.gate_exps, D, I, act, stride, K, G);
-      x_act(fu, &act, &stride);
-      routed(m.up_exps, D, I, act, stride, K, U);
+      submit(routed(m.gate_exps, D, I, K, G), xd, nullptr, 0.0f, xs, x_for(fg));
+      submit(routed(m.up_exps, D, I, K, U), xd, nullptr, 0.0f, xs, x_for(fu));
     }
-    // 3. h = swiglu_clamp(G, U) quantized per pair (one kernel), or in place of G for float weights.
-    if (fd != ActFormat::kF32) {
-      enqueue_swiglu_act_quant(*this, fd, G, U, m.limit_exp, I, nk, I, as + h_off);
-      act = as + h_off;
-      stride = act_row_bytes(fd, I);
-    } else {
-      if (nk * I > 0) launch("swiglu_kernel", swiglu_kernel, grid_for(nk * I), kThreads, 0, G, U, nk * I, m.limit_exp, G);
-      act = G;
-      stride = I * f4;
-    }
-    // 4. down per pair.
-    routed(m.down_exps, I, D, act, stride, 1, Y);
+    // 3-4. down per pair of h = swiglu_clamp(G, U) (quantized with it in one kernel, or inside the product).
+    submit(routed(m.down_exps, I, D, 1, Y), G, U, m.limit_exp, I, h_for(fd, G, U, m.limit_exp, nk, I, h_off));
   }
   if (shared) {
     // 5. the shared expert per token.
-    const void* act;
-    int64_t stride;
-    x_act(fgs, &act, &stride);
     if (pair_ok(m.gate_sh, m.up_sh)) {
-      dense(m.gate_sh, D, Is, act, stride, Gs, &m.up_sh, Us);
+      submit(dense(m.gate_sh, D, Is, Gs, &m.up_sh, Us), xd, nullptr, 0.0f, xs, x_for(fgs));
     } else {
-      dense(m.gate_sh, D, Is, act, stride, Gs);
-      x_act(fus, &act, &stride);
-      dense(m.up_sh, D, Is, act, stride, Us);
+      submit(dense(m.gate_sh, D, Is, Gs), xd, nullptr, 0.0f, xs, x_for(fgs));
+      submit(dense(m.up_sh, D, Is, Us), xd, nullptr, 0.0f, xs, x_for(fus));
     }
-    if (fds != ActFormat::kF32) {
-      enqueue_swiglu_act_quant(*this, fds, Gs, Us, m.limit_sh, Is, n, Is, as + hs_off);
-      act = as + hs_off;
-      stride = act_row_bytes(fds, Is);
-    } else {
-      if (n * Is > 0) launch("swiglu_kernel", swiglu_kernel, grid_for(n * Is), kThreads, 0, Gs, Us, n * Is, m.limit_sh, Gs);
-      act = Gs;
-      stride = Is * f4;
-    }
-    dense(m.down_sh, Is, D, act, stride, Ys);
+    submit(dense(m.down_sh, Is, D, Ys), Gs, Us, m.limit_sh, Is, h_for(fds, Gs, Us, m.limit_sh, n, Is, hs_off));
   }
   // 6. combine.
   CombineK c;
