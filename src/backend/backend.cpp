@@ -1,5 +1,5 @@
 // backend/backend.cpp — the non-virtual parts of backend.h: tensor views, buffers, arena plans,
-// op and backend-kind names.
+// op and backend-kind names, and the default (unfused) forms of the composite ops.
 #include "backend/backend.h"
 
 #include <string>
@@ -24,6 +24,12 @@ void Backend::hc_pre_norm(const HcPreNormArgs& a) {
   matmul(a.fn, a.streams, a.mix);
   hc_pre(a.mix, a.scale, a.base, a.hc_eps, a.iters, a.X, a.collapsed, a.post, a.comb);
   rms_norm(a.collapsed, a.norm, a.rms_eps, a.x);
+}
+
+void Backend::rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t rows_per_pos, int64_t p0,
+                            int64_t n_rot, const Tensor& freqs) {
+  rms_norm(x, w, eps, x);
+  rope(x, rows_per_pos, p0, n_rot, freqs, false);
 }
 
 Tensor Tensor::rows(int64_t begin, int64_t n) const {

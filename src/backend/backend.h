@@ -319,6 +319,12 @@ class Backend {
   // inverse: s = −s.
   virtual void rope(const Tensor& x, int64_t rows_per_pos, int64_t p0, int64_t n_rot, const Tensor& freqs,
                     bool inverse) = 0;
+  // The attention block's query heads and key = value row: rms_norm(x, w, eps, x) (in place; w may
+  // be invalid: no weight), then rope(x, rows_per_pos, p0, n_rot, freqs, false): exactly those two
+  // ops in that order, with their bits in x. This default runs the two ops; a backend may override it
+  // with a fused kernel (CUDA: one warp per row, the rotated tail taken from the normalized values).
+  virtual void rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t rows_per_pos, int64_t p0,
+                             int64_t n_rot, const Tensor& freqs);
 
   // HC pre mixing (spec §4.1 steps 3-7) per token t, hc streams of width D:
   //   mix [n][(2+hc)·hc], scale [3], base [(2+hc)·hc], X [n][hc·D] →

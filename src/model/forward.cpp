@@ -157,10 +157,8 @@ void Session::attention_block(int64_t il, int64_t p0, int64_t n) {
   if (kind == AttentionKind::kCsa) jobs_.push_back({lw.idx_q_b, cq, qI});
   backend_.matmul_batch(jobs_);
   const backend::Tensor q_heads = q.as_rows(d);  // [n·H][d]
-  backend_.rms_norm(q_heads, {}, eps, q_heads);
-  backend_.rope(q_heads, H, p0, s.n_rot, freqs, false);
-  backend_.rms_norm(kv, lw.kv_norm, eps, kv);
-  backend_.rope(kv, 1, p0, s.n_rot, freqs, false);
+  backend_.rms_norm_rope(q_heads, {}, eps, H, p0, s.n_rot, freqs);
+  backend_.rms_norm_rope(kv, lw.kv_norm, eps, 1, p0, s.n_rot, freqs);
 
   // Compressed keys: HCA attends to every closed window, CSA to the indexer's top-k of them.
   if (kind != AttentionKind::kSliding) {

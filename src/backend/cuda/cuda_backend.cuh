@@ -64,6 +64,9 @@ class CudaBackend final : public backend::Backend {
   void rms_norm(const backend::Tensor& x, const backend::Tensor& w, float eps, const backend::Tensor& y) override;
   void rope(const backend::Tensor& x, int64_t rows_per_pos, int64_t p0, int64_t n_rot, const backend::Tensor& freqs,
             bool inverse) override;
+  // One warp per row where it fits (norm_rope_hc.cu), else the two ops.
+  void rms_norm_rope(const backend::Tensor& x, const backend::Tensor& w, float eps, int64_t rows_per_pos, int64_t p0,
+                     int64_t n_rot, const backend::Tensor& freqs) override;
   void hc_pre(const backend::Tensor& mix, const backend::Tensor& scale, const backend::Tensor& base, float eps,
               int64_t iters, const backend::Tensor& X, const backend::Tensor& x, const backend::Tensor& post,
               const backend::Tensor& comb) override;

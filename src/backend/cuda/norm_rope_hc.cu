@@ -1,7 +1,9 @@
-// backend/cuda/norm_rope_hc.cu — CudaBackend's rms_norm, rope and HC mixing (hc_pre, hc_post,
-// hc_head). Arithmetic orders are backend.h's (the CPU backend's bits); here only the layout:
+// backend/cuda/norm_rope_hc.cu — CudaBackend's rms_norm, rope, rms_norm_rope and HC mixing (hc_pre,
+// hc_post, hc_head). Arithmetic orders are backend.h's (the CPU backend's bits); here only the layout:
 //   rms_norm: one warp per row (row_ops.cuh: lane partials + shuffle tree = the F32 vec_dot).
 //   rope:     one thread per (row, pair), sin/cos in double per thread (det::sincos, as the CPU).
+//   rms_norm_rope: one warp per row: warp_rms_norm_row's bits for the row, the rotated tail kept in
+//             the warp's shared memory and rotated from there (rope_pair's bits), one global write each.
 //   hc_pre:   one thread per token for pre/post and the hc×hc Sinkhorn (sequential sums, in the comb
 //             row itself as the CPU does), one thread per (token, column) for the collapse (pre_i
 //             recomputed: the same expression, the same bits; fma chain over i from 0).
@@ -196,6 +198,65 @@ __global__ void rope_kernel(void* x, int64_t x_nb, int64_t rows, int64_t row_len
   }
 }
 
+// --- rms_norm + rope ------------------------------------------------------------------------------
+
+// Rows of fewer than kRmsBlockMin floats whose rotated tail holds at most kNormRopeMaxRot floats take
+// the fused kernel (DS4: q heads and the kv row, 512 floats with a 64-float tail); others run the two ops.
+constexpr int64_t kNormRopeMaxRot = 256;
+
+// rms_norm(x, w, eps, x) then rope(x, rows_per_pos, p0, n_rot, freqs, false) on one warp per row r of
+// n floats (position p0 + r / rows_per_pos). The row's sum of squares is warp_dot32's (lane chains +
+// tree) and every element is (x·inv)·w or x·inv as in warp_rms_norm_row; the leading n − n_rot go
+// straight back to x, the trailing n_rot into the warp's slice of `tails` (dynamic shared memory,
+// kWarpsPerBlock × n_rot floats), and after a __syncwarp lane k rotates pairs k, k + 32, … of that
+// slice with rope_pair (the normalized floats are the pair's inputs) and writes them to x. Every lane
+// has read the whole row (the dot) before any write, and each non-rotated element is read and written
+// by one lane, so x is rewritten in place safely.
+__global__ void rms_norm_rope_kernel(void* x, int64_t x_nb, const float* w, float eps, int64_t rows, int64_t n,
+                                     int64_t rows_per_pos, int64_t p0, int64_t n_rot, const float* freqs) {
+  wait_for_producer();
+  extern __shared__ float tails[];
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  float* tail = tails + static_cast<int64_t>(warp) * n_rot;
+  const int64_t n_keep = n - n_rot, half = n_rot / 2;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp; r < rows; r += warps) {
+    float* xr = row_ptr<float>(x, x_nb, r);
+    const float ss = rowops::warp_dot32(xr, xr, n, lane);
+    const float inv = hd::div(1.0f, hd::sqrt(hd::div(ss, static_cast<float>(n)) + eps));
+    // Eight elements loaded before their stores, as in warp_rms_norm_row (one latency per batch).
+    constexpr int kBatch = 8;
+    for (int64_t i0 = lane; i0 < n; i0 += 32 * kBatch) {
+      float xv[kBatch], wv[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int64_t i = i0 + 32 * k;
+        xv[k] = i < n ? xr[i] : 0.0f;
+        wv[k] = i < n && w != nullptr ? w[i] : 1.0f;
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int64_t i = i0 + 32 * k;
+        if (i >= n) continue;
+        const float y = w != nullptr ? (xv[k] * inv) * wv[k] : xv[k] * inv;
+        if (i < n_keep) {
+          xr[i] = y;
+        } else {
+          tail[i - n_keep] = y;
+        }
+      }
+    }
+    __syncwarp();
+    const int64_t pos = p0 + r / rows_per_pos;
+    for (int64_t k = lane; k < half; k += 32) {
+      rowops::rope_pair(tail, k, pos, freqs[k], false);
+      xr[n_keep + 2 * k] = tail[2 * k];
+      xr[n_keep + 2 * k + 1] = tail[2 * k + 1];
+    }
+    __syncwarp();  // the slice is the next row's
+  }
+}
+
 // --- HC -------------------------------------------------------------------------------------------
 
 // pre/post and the Sinkhorn of token t (one thread each).
@@ -295,7 +356,7 @@ __global__ void hc_post_kernel(const void* X, int64_t X_nb, const void* y, int64
 
 }  // namespace
 
-// --- rms_norm, rope -------------------------------------------------------------------------------
+// --- rms_norm, rope, rms_norm_rope ----------------------------------------------------------------
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) {
   const int64_t rows = x.rows(), n = x.ne[0];
@@ -337,6 +398,28 @@ void CudaBackend::rope(const Tensor& x, int64_t rows_per_pos, int64_t p0, int64_
   if (rows <= 0 || n_rot == 0) return;
   launch("rope_kernel", rope_kernel, grid_for(rows * (n_rot / 2), kThreads), kThreads, 0, x.data, x.nb[1], rows,
          x.ne[0], rows_per_pos, p0, 1, n_rot, static_cast<const float*>(freqs.data), inverse);
+}
+
+void CudaBackend::rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t rows_per_pos, int64_t p0,
+                                int64_t n_rot, const Tensor& freqs) {
+  const int64_t rows = x.rows(), n = x.ne[0];
+  if (x.type != TensorType::kF32 || (w.valid() && w.ne[0] != n) || rows_per_pos <= 0 || n_rot < 0 ||
+      n_rot % 2 != 0 || n_rot > n || freqs.ne[0] * 2 < n_rot) {
+    fail(invalid_argument("rms_norm_rope: x " + dims(x) + ", w " + dims(w) + ", n_rot " + std::to_string(n_rot) +
+                          ", rows per position " + std::to_string(rows_per_pos) + ", freqs " + dims(freqs) +
+                          " do not fit"));
+    return;
+  }
+  if (rows <= 0) return;
+  // Long rows (rms_norm's CTA-per-row kernels) and wide tails (shared memory) take the two ops.
+  if (n >= kRmsBlockMin || n_rot > kNormRopeMaxRot) {
+    Backend::rms_norm_rope(x, w, eps, rows_per_pos, p0, n_rot, freqs);
+    return;
+  }
+  const size_t smem = static_cast<size_t>(kWarpsPerBlock * n_rot) * sizeof(float);
+  launch("rms_norm_rope_kernel", rms_norm_rope_kernel, grid_for(rows, kWarpsPerBlock), kThreads, smem, x.data, x.nb[1],
+         w.valid() ? static_cast<const float*>(w.data) : nullptr, eps, rows, n, rows_per_pos, p0, n_rot,
+         static_cast<const float*>(freqs.data));
 }
 
 // --- HC mixing ------------------------------------------------------------------------------------

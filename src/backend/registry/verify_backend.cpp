@@ -111,6 +111,12 @@ class VerifyingBackend final : public Backend {
     r_->rope(ref(x), rows_per_pos, p0, n_rot, ref(freqs), inverse);
     check("rope", {{"x", x}});
   }
+  void rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t rows_per_pos, int64_t p0, int64_t n_rot,
+                     const Tensor& freqs) override {
+    p_->rms_norm_rope(x, w, eps, rows_per_pos, p0, n_rot, freqs);
+    r_->rms_norm_rope(ref(x), ref(w), eps, rows_per_pos, p0, n_rot, ref(freqs));
+    check("rms_norm_rope", {{"x", x}});
+  }
   void hc_pre(const Tensor& mix, const Tensor& scale, const Tensor& base, float eps, int64_t iters, const Tensor& X,
               const Tensor& x, const Tensor& post, const Tensor& comb) override {
     ++block_;

@@ -1,5 +1,6 @@
 // tests/unit/backend/conformance_layer_test.cpp — op conformance (see conformance_test.cpp) of the
-// per-layer ops around attention and MoE: rms_norm, rope, hc_pre, hc_post, hc_head and hc_pre_norm.
+// per-layer ops around attention and MoE: rms_norm, rope, rms_norm_rope, hc_pre, hc_post, hc_head and
+// hc_pre_norm.
 #include "conformance_fixture.h"
 
 namespace dsv4::conformance {
@@ -140,6 +141,70 @@ TEST_P(Conformance, Rope) {
       rope_row(ref.data() + r * width + c.pad, c.row_len, c.p0 + r / c.rows_per_pos, c.n_rot, fr.data(), c.inverse);
     EXPECT_TRUE(same_f32("rope x (whole tensor: untouched columns included)", ref, x.get<float>(xw), c.rows, width));
     count("rope");
+  }
+}
+
+// ================================================================================================
+// rms_norm_rope
+// ================================================================================================
+
+// rms_norm(x, w, eps, x) then rope(x, rows_per_pos, p0, n_rot, freqs, false), as the two scalar
+// references composed. The CUDA backend fuses it for rows shorter than its block-wide rms_norm
+// threshold with a rotated tail of at most 256 floats (the long_row and wide_tail cases take its
+// unfused path); the CPU runs the two ops.
+struct RmsNormRopeCase {
+  std::string name;
+  int64_t tokens, rows_per_pos, n, n_rot, p0;  // rows = tokens · rows_per_pos, each of n floats
+  bool weight;
+  int64_t pad = 0;  // x as columns [pad, pad + n) of a wider tensor
+  int freqs = 0;    // 0: 10000^(−2k/n_rot), 1: random in [0, 1.5)
+  bool specials = false;
+};
+
+TEST_P(Conformance, RmsNormRope) {
+  const std::vector<RmsNormRopeCase> cases = {
+      {"q_heads_real_p0", 3, 64, 512, 64, 0, false},
+      {"q_heads_real_p70000", 3, 64, 512, 64, 70000, false},
+      {"kv_real_p0", 3, 1, 512, 64, 0, true},
+      {"kv_real_p70000", 3, 1, 512, 64, 70000, true},
+      {"q_heads_weight", 2, 64, 512, 64, 4097, true},
+      {"kv_no_weight", 4, 1, 512, 64, 1000, false},
+      {"odd_70_rot6", 4, 3, 70, 6, 11, true, 0, 1},
+      {"odd_70_rot6_no_w_rows_per_pos1", 5, 1, 70, 6, 16777217, false, 0, 1},
+      {"full_row", 3, 2, 8, 8, 5, true, 0, 1},
+      {"view", 3, 2, 40, 16, 33, true, 3, 1},
+      {"specials_real", 2, 64, 512, 64, 70000, false, 0, 0, true},
+      {"specials_weight", 6, 1, 64, 16, 9, true, 0, 1, true},
+      {"long_row_unfused", 2, 1, 4096, 64, 33, true},
+      {"wide_tail_unfused", 3, 1, 600, 300, 7, true, 0, 1},
+  };
+  uint64_t seed = 650;
+  for (const RmsNormRopeCase& c : cases) {
+    SCOPED_TRACE("rms_norm_rope case " + c.name);
+    Ctx x(be());
+    Rng rng(++seed);
+    const int64_t rows = c.tokens * c.rows_per_pos, width = c.n + 2 * c.pad;
+    std::vector<float> xs = rng.normals(rows * width, 2.0f);
+    if (c.specials) inject_specials(xs, rng, 12);
+    std::vector<float> ws = rng.normals(c.n, 0.3f);
+    for (auto& w : ws) w += 1.0f;
+    std::vector<float> fr(static_cast<size_t>(c.n_rot / 2));
+    for (int64_t k = 0; k < c.n_rot / 2; ++k)
+      fr[static_cast<size_t>(k)] = c.freqs == 0 ? static_cast<float>(std::pow(10000.0, -2.0 * k / c.n_rot))
+                                                : rng.uniform(0.0f, 1.5f);
+    const Tensor xw = x.f32(xs, width, rows);
+    const Tensor xt = c.pad ? xw.cols(c.pad, c.n) : xw;
+    const Tensor wt = c.weight ? x.f32_1d(ws) : Tensor{};
+    const Tensor ft = x.f32_1d(fr);
+    if (!x.step([&] { be().rms_norm_rope(xt, wt, 1e-6f, c.rows_per_pos, c.p0, c.n_rot, ft); })) continue;
+    std::vector<float> ref = xs;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = ref.data() + r * width + c.pad;
+      rms_norm_row(row, c.n, c.weight ? ws.data() : nullptr, 1e-6f, row);
+      rope_row(row, c.n, c.p0 + r / c.rows_per_pos, c.n_rot, fr.data(), false);
+    }
+    EXPECT_TRUE(same_f32("rms_norm_rope x (whole tensor: untouched columns included)", ref, x.get<float>(xw), rows, width));
+    count("rms_norm_rope");
   }
 }
 
