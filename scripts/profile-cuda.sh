@@ -26,12 +26,13 @@ rows = list(csv.reader(open(path)))
 head = next(r for r in rows if "Kernel Name" in r)
 rows = [r for r in rows if len(r) == len(head) and r[0].isdigit()]
 ki, vi, gi = head.index("Kernel Name"), head.index("Metric Value"), head.index("Grid Size")
-# Steps: the prefill is the first (largest) run of kernels; decode steps follow. Split by argmax_kernel.
+# Steps: the prefill is the first (largest) run of kernels; decode steps follow. Split where a step
+# chooses its token (argmax, or the sampler's choice).
 seq = [(r[ki], float(r[vi].replace(",", "")), r[gi]) for r in rows]
 steps, cur = [], []
 for name, ns, grid in seq:
     cur.append((name, ns, grid))
-    if "argmax_fold_kernel" in name or "argmax_kernel" in name:
+    if "argmax_fold_kernel" in name or "argmax_kernel" in name or "sample_choose_kernel" in name:
         steps.append(cur); cur = []
 dec = steps[1:]
 if not dec:

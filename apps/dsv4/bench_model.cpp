@@ -166,14 +166,17 @@ int run_bench_model(const BenchModelArgs& a) {
               static_cast<long long>(a.warmup), static_cast<long long>(a.repeat));
   const int64_t max_depth = *std::max_element(a.depths.begin(), a.depths.end());
   const int64_t max_prompt = *std::max_element(a.prompts.begin(), a.prompts.end());
-  const int64_t ctx_tokens = max_depth + std::max(max_prompt, a.decode_tokens) + 1;
+  // The warm-up (a prefill, then a few decoded tokens) and every case (a depth, then a prompt or the
+  // decoded tokens) must fit the session's context.
+  const int64_t warm_prompt = std::min<int64_t>(max_prompt, 256), warm_decode = std::min<int64_t>(a.decode_tokens, 8);
+  const int64_t ctx_tokens = std::max(max_depth + std::max(max_prompt, a.decode_tokens), warm_prompt + warm_decode) + 1;
 
   model::Session sess(m, ctx_tokens, a.chunk);
   if (!sess.status().ok()) return fail(sess.status());
   {  // warm-up: clocks, scratch growth, caches
-    const auto toks = random_tokens(std::min<int64_t>(max_prompt, 256), s.n_vocab, 7);
+    const auto toks = random_tokens(warm_prompt, s.n_vocab, 7);
     if (Status st = prefill(sess, toks, a.chunk); !st.ok()) return fail(st);
-    if (Status st = decode(sess, std::min<int64_t>(a.decode_tokens, 8), 1); !st.ok()) return fail(st);
+    if (Status st = decode(sess, warm_decode, 1); !st.ok()) return fail(st);
   }
 
   std::vector<CaseResult> results;

@@ -26,6 +26,13 @@ def main() -> int:
         out = subprocess.run([binary, "bench", "--threads", "2", "-m", model, "--prompt", "8", "--depth", "0,8",
                               "--decode", "2", "--repeat", "2", "--warmup", "0"],
                              check=True, capture_output=True, text=True, timeout=300).stdout
+        # A prompt longer than the decoded tokens: the warm-up (prefill, then a few decoded tokens) must
+        # fit the session's context too (it once failed: "17 + 1 tokens exceed the context of 17").
+        short = subprocess.run([binary, "bench", "--threads", "2", "-m", model, "--prompt", "16", "--depth", "0",
+                                "--decode", "4", "--repeat", "1", "--warmup", "0"],
+                               capture_output=True, text=True, timeout=300)
+        if short.returncode != 0 or set(compare_llama_cpp.parse_dsv4(short.stdout)) != {("pp", 16, 0), ("tg", 4, 0)}:
+            failures.append(f"bench --prompt 16 --decode 4: rc {short.returncode}\n{short.stdout}\n{short.stderr}")
     got = compare_llama_cpp.parse_dsv4(out)
     want = {("pp", 8, 0), ("pp", 8, 8), ("tg", 2, 0), ("tg", 2, 8)}
     if set(got) != want:
