@@ -20,11 +20,12 @@
 // Programmatic dependent launch (set_programmatic, on by default): the chain's edges are programmatic,
 // so kernel i+1's blocks may be scheduled as soon as every block of kernel i has started and said so
 // (griddepcontrol.launch_dependents), instead of after kernel i has drained: the launch latency between
-// two kernels (~1 µs each, ~2,000 kernels per Flash decode step) overlaps the work. Every kernel's
-// first statement is wait_for_producer(), which waits (griddepcontrol.wait) until the kernel before it
-// has completed and its writes are visible, so no kernel reads or writes anything before its
-// predecessor is done: the order of memory effects is exactly the chain's. Launched outside a graph
-// (eager, or the first node) the wait returns at once.
+// two kernels (~1 µs each, ~2,000 kernels per Flash decode step) overlaps the work. Every kernel calls
+// wait_for_producer(), which waits (griddepcontrol.wait) until the kernel before it has completed and
+// its writes are visible, before it touches anything but weights (preload.cuh: weights, never written
+// by a step, may be loaded before the wait), so no kernel reads or writes activations, state or
+// scratch before its predecessor is done: the order of memory effects is exactly the chain's.
+// Launched outside a graph (eager, or the first node) the wait returns at once.
 #pragma once
 
 #include <cuda_runtime.h>
