@@ -167,6 +167,7 @@ constexpr bool has_tables() {
 // weight loads in flight together; a CTA's set-up — the activation row and the tables — serves
 // 8·kRoutedRows rows): a routed product of 2048 rows is then 64 CTAs per pair instead of 256.
 constexpr int kRoutedRows = 4;
+constexpr int64_t kRoutedInlineMaxPairs = 64;  // routed products that quantize their rows themselves
 
 template <typename Ops>
 __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(ProductArgs a) {
@@ -457,7 +458,9 @@ bool quantizes_inline(const CudaBackend& be, const ProductArgs& a) {
       const int64_t act_bytes = a.in / ActOps<Ops::kAct>::kBlock * ActOps<Ops::kAct>::kBytes;
       if constexpr (Ops::kLanes > 1) {
         if (a.ids != nullptr) {
-          inline_quant = act_bytes <= kRoutedActMax;  // the routed form
+          // The routed form, for a decode step's few pairs: every CTA quantizes its pair's row, which
+          // for a prefill chunk's thousands of pairs would redo each row once per CTA (64-128 times).
+          inline_quant = act_bytes <= kRoutedActMax && a.rows <= kRoutedInlineMaxPairs;
           return;
         }
       }
