@@ -48,7 +48,6 @@ constexpr int kHcMaxStreams = 5;        // hc·hc ≤ 32
 constexpr int kHcMaxMix = 64;           // (2 + hc)·hc for hc ≤ 5
 constexpr int64_t kHcMaxTokens = 16;    // decode and short chunks; longer prefills run the four ops
 constexpr int64_t kHcSmemMax = 200 * 1024;  // dynamic shared memory (sm_90 allows 227 KiB per CTA)
-constexpr int kChain = 16;              // lane-chain elements loaded before their fmas
 
 struct HcFusedArgs {
   const float* X = nullptr;
@@ -78,26 +77,6 @@ struct HcFusedArgs {
 
 __host__ __device__ constexpr int64_t round16(int64_t b) { return (b + 15) / 16 * 16; }
 
-// Lane l's chain Σ v_i·v_i over i = l, l + 32, … < n (the F32 vec_dot's partial l), from shared memory.
-__device__ __forceinline__ float lane_sum_squares(const float* v, int64_t n, int lane) {
-  float p = 0.0f;
-  int64_t j = lane;
-  for (; j + 32 * (kChain - 1) < n; j += 32 * kChain) {
-    float q[kChain];
-#pragma unroll
-    for (int k = 0; k < kChain; ++k) q[k] = v[j + 32 * k];
-#pragma unroll
-    for (int k = 0; k < kChain; ++k) p = hd::fma(q[k], q[k], p);
-  }
-  for (; j < n; j += 32) p = hd::fma(v[j], v[j], p);
-  return p;
-}
-
-// rms_norm's inverse: 1 / sqrt(ss / n + eps).
-__device__ __forceinline__ float rms_inverse(float ss, int64_t n, float eps) {
-  return hd::div(1.0f, hd::sqrt(hd::div(ss, static_cast<float>(n)) + eps));
-}
-
 template <typename Ops>
 __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads) hc_pre_norm_kernel(HcFusedArgs a) {
   extern __shared__ __align__(16) unsigned char hc_smem[];
@@ -125,8 +104,8 @@ __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads)
   preload::cp_async_wait_all();
   __syncthreads();
   if (warp == 0) {
-    const float ss = rowops::warp_tree(lane_sum_squares(Xs, HD, lane));
-    if (lane == 0) inv_s[0] = rms_inverse(ss, HD, a.rms_eps);
+    const float ss = rowops::warp_tree(rowops::lane_sum_squares(Xs, HD, lane));
+    if (lane == 0) inv_s[0] = rowops::rms_inverse(ss, HD, a.rms_eps);
   }
   __syncthreads();
   const float inv = inv_s[0];
@@ -135,19 +114,9 @@ __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads)
   for (int k = warp; k < a.rows_per_cta; k += kHcWarps) {
     if (rank + k * kHcCluster >= a.n_mix) continue;
     const uint8_t* w = Ws + k * a.ws_row_bytes;
-    float p = 0.0f;
-    int64_t j = lane;
-    for (; j + 32 * (kChain - 1) < HD; j += 32 * kChain) {
-      float wv[kChain], xv[kChain];
-#pragma unroll
-      for (int q = 0; q < kChain; ++q) {
-        wv[q] = Ops::load(w, j + 32 * q);
-        xv[q] = Xs[j + 32 * q] * inv;
-      }
-#pragma unroll
-      for (int q = 0; q < kChain; ++q) p = hd::fma(wv[q], xv[q], p);
-    }
-    for (; j < HD; j += 32) p = hd::fma(Ops::load(w, j), Xs[j] * inv, p);
+    // The streams rms_norm would store (X_i·inv, rounded) times the weights, in the product's lane order.
+    float p = rowops::lane_fma_chain<16>(
+        HD, lane, [w](int64_t j) { return Ops::load(w, j); }, [Xs, inv](int64_t j) { return Xs[j] * inv; });
     for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(rowops::kFullMask, p, sh);
     if (lane == 0) mix_own[k] = p;
   }
@@ -176,8 +145,8 @@ __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads)
   }
   __syncthreads();
   if (warp == 0) {
-    const float ss = rowops::warp_tree(lane_sum_squares(coll, a.D, lane));
-    if (lane == 0) inv_s[1] = rms_inverse(ss, a.D, a.rms_eps);
+    const float ss = rowops::warp_tree(rowops::lane_sum_squares(coll, a.D, lane));
+    if (lane == 0) inv_s[1] = rowops::rms_inverse(ss, a.D, a.rms_eps);
   }
   __syncthreads();
   const float inv2 = inv_s[1];

@@ -22,6 +22,7 @@
 
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/matmul_types.cuh"
+#include "backend/cuda/row_ops.cuh"
 #include "numerics/hd.h"
 
 namespace dsv4::cuda {
@@ -129,21 +130,8 @@ __global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(WholeRo
   preload::cp_async_wait_all();
   __syncthreads();
   if (tid >= 32) return;
-  const int n = static_cast<int>(a.in);
-  float p = 0.0f;
-  constexpr int kChain = 16;
-  int jj = lane;
-  for (; jj + 32 * (kChain - 1) < n; jj += 32 * kChain) {
-    float wv[kChain], xv[kChain];
-#pragma unroll
-    for (int k = 0; k < kChain; ++k) {
-      wv[k] = Ops::load(ws, jj + 32 * k);
-      xv[k] = xs[jj + 32 * k];
-    }
-#pragma unroll
-    for (int k = 0; k < kChain; ++k) p = hd::fma(wv[k], xv[k], p);
-  }
-  for (; jj < n; jj += 32) p = hd::fma(Ops::load(ws, jj), xs[jj], p);
+  float p = rowops::lane_fma_chain<16>(
+      static_cast<int>(a.in), lane, [ws](int i) { return Ops::load(ws, i); }, [xs](int i) { return xs[i]; });
   for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
   if (lane == 0) a.y[j][o] = p;
 }

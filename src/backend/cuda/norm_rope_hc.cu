@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kRmsThreads) rms_norm_block_kernel(const void*
     }
     if (tid < 32) {
       const float ss = rowops::warp_tree(p);
-      if (lane == 0) inv_s = hd::div(1.0f, hd::sqrt(hd::div(ss, static_cast<float>(n)) + eps));
+      if (lane == 0) inv_s = rowops::rms_inverse(ss, n, eps);
     }
     __syncthreads();
     const float inv = inv_s;
@@ -151,18 +151,8 @@ __global__ void __launch_bounds__(kRmsThreads) rms_norm_whole_kernel(const void*
     rms_stage_load(row, xr, len, tid, nthreads);
     __syncthreads();
     if (tid < 32) {
-      float p = 0.0f;
-      int j = lane;
-      for (; j + 32 * (kRmsBatch - 1) < len; j += 32 * kRmsBatch) {
-        float v[kRmsBatch];
-#pragma unroll
-        for (int k = 0; k < kRmsBatch; ++k) v[k] = row[j + 32 * k];
-#pragma unroll
-        for (int k = 0; k < kRmsBatch; ++k) p = hd::fma(v[k], v[k], p);
-      }
-      for (; j < len; j += 32) p = hd::fma(row[j], row[j], p);
-      const float ss = rowops::warp_tree(p);
-      if (lane == 0) inv_s = hd::div(1.0f, hd::sqrt(hd::div(ss, static_cast<float>(n)) + eps));
+      const float ss = rowops::warp_tree(rowops::lane_sum_squares(row, len, lane));
+      if (lane == 0) inv_s = rowops::rms_inverse(ss, n, eps);
     }
     __syncthreads();
     const float inv = inv_s;
@@ -222,30 +212,15 @@ __global__ void rms_norm_rope_kernel(void* x, int64_t x_nb, const float* w, floa
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp; r < rows; r += warps) {
     float* xr = row_ptr<float>(x, x_nb, r);
-    const float ss = rowops::warp_dot32(xr, xr, n, lane);
-    const float inv = hd::div(1.0f, hd::sqrt(hd::div(ss, static_cast<float>(n)) + eps));
-    // Eight elements loaded before their stores, as in warp_rms_norm_row (one latency per batch).
-    constexpr int kBatch = 8;
-    for (int64_t i0 = lane; i0 < n; i0 += 32 * kBatch) {
-      float xv[kBatch], wv[kBatch];
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int64_t i = i0 + 32 * k;
-        xv[k] = i < n ? xr[i] : 0.0f;
-        wv[k] = i < n && w != nullptr ? w[i] : 1.0f;
+    const float inv = rowops::rms_inverse(rowops::warp_dot32(xr, xr, n, lane), n, eps);
+    // The normalized row: the kept columns in place, the rotated tail into the warp's slice.
+    rowops::warp_rms_scale_row(xr, n, w, inv, lane, [&](int64_t i, float y) {
+      if (i < n_keep) {
+        xr[i] = y;
+      } else {
+        tail[i - n_keep] = y;
       }
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int64_t i = i0 + 32 * k;
-        if (i >= n) continue;
-        const float y = w != nullptr ? (xv[k] * inv) * wv[k] : xv[k] * inv;
-        if (i < n_keep) {
-          xr[i] = y;
-        } else {
-          tail[i - n_keep] = y;
-        }
-      }
-    }
+    });
     __syncwarp();
     const int64_t pos = p0 + r / rows_per_pos;
     for (int64_t k = lane; k < half; k += 32) {

@@ -36,35 +36,52 @@ __device__ __forceinline__ float warp_tree(float p) {
   return __shfl_sync(kFullMask, p, 0);
 }
 
-// dsv4::dot_f32(n, a, b) on one warp (every lane calls it; every lane gets the result).
-// Eight elements of the lane's fma chain are loaded before their fmas: independent loads in flight
-// (one warp over a long row is otherwise one memory latency per element); the chain stays in order.
-__device__ __forceinline__ float warp_dot32(const float* a, const float* b, int64_t n, int lane) {
-  constexpr int kUnroll = 8;
+// Lane l's fma chain p = fma(a(i), b(i), p) over i = l, l + 32, … < n in ascending order from 0 (partial l
+// of numerics/dot.h's order), kChain elements of the chain loaded before their fmas: independent loads
+// in flight (one warp over a long row is otherwise one memory latency per element); the chain stays in
+// order. a and b map an index to a float.
+template <int kChain, typename Index, typename A, typename B>
+__device__ __forceinline__ float lane_fma_chain(Index n, int lane, A&& a, B&& b) {
   float p = 0.0f;
-  int64_t i = lane;
-  for (; i + 32 * (kUnroll - 1) < n; i += 32 * kUnroll) {
-    float av[kUnroll], bv[kUnroll];
+  Index i = lane;
+  for (; i + 32 * (kChain - 1) < n; i += 32 * kChain) {
+    float av[kChain], bv[kChain];
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      av[k] = a[i + 32 * k];
-      bv[k] = b[i + 32 * k];
+    for (int k = 0; k < kChain; ++k) {
+      av[k] = a(i + 32 * k);
+      bv[k] = b(i + 32 * k);
     }
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) p = hd::fma(av[k], bv[k], p);
+    for (int k = 0; k < kChain; ++k) p = hd::fma(av[k], bv[k], p);
   }
-  for (; i < n; i += 32) p = hd::fma(a[i], b[i], p);
-  return warp_tree(p);
+  for (; i < n; i += 32) p = hd::fma(a(i), b(i), p);
+  return p;
 }
 
-// One row of rms_norm on one warp: y[i] = (x[i]·inv)·w[i] (or x[i]·inv), inv = 1 / sqrt(ss / n + eps),
-// ss = dot_f32(x, x). y may alias x (each lane reads and writes only its own elements).
-__device__ __forceinline__ void warp_rms_norm_row(const float* x, int64_t n, const float* w, float eps, float* y,
-                                                  int lane) {
-  const float ss = warp_dot32(x, x, n, lane);
-  const float inv = hd::div(1.0f, hd::sqrt(hd::div(ss, static_cast<float>(n)) + eps));
-  // Eight elements loaded before their stores (one memory latency per batch, not per element); y may
-  // alias x: each lane reads and writes only its own elements.
+// dsv4::dot_f32(n, a, b) on one warp (every lane calls it; every lane gets the result).
+__device__ __forceinline__ float warp_dot32(const float* a, const float* b, int64_t n, int lane) {
+  return warp_tree(lane_fma_chain<8>(n, lane, [a](int64_t i) { return a[i]; }, [b](int64_t i) { return b[i]; }));
+}
+
+// rms_norm's inverse: 1 / sqrt(ss / n + eps).
+__device__ __forceinline__ float rms_inverse(float ss, int64_t n, float eps) {
+  return hd::div(1.0f, hd::sqrt(hd::div(ss, static_cast<float>(n)) + eps));
+}
+
+// Lane l's chain Σ v_i·v_i over i = l, l + 32, … < n (the F32 vec_dot's partial l) from a row in shared
+// memory.
+template <typename Index>
+__device__ __forceinline__ float lane_sum_squares(const float* v, Index n, int lane) {
+  const auto at = [v](Index i) { return v[i]; };
+  return lane_fma_chain<16>(n, lane, at, at);
+}
+
+// The second half of one row's rms_norm on one warp: store(i, (x[i]·inv)·w[i]) (or x[i]·inv) for the
+// lane's elements i = lane, lane + 32, …, eight loaded before their stores (one memory latency per
+// batch, not per element). store may write x[i] (each lane reads and writes only its own elements).
+template <typename Store>
+__device__ __forceinline__ void warp_rms_scale_row(const float* x, int64_t n, const float* w, float inv, int lane,
+                                                   Store&& store) {
   constexpr int kBatch = 8;
   for (int64_t i0 = lane; i0 < n; i0 += 32 * kBatch) {
     float xv[kBatch], wv[kBatch];
@@ -77,9 +94,17 @@ __device__ __forceinline__ void warp_rms_norm_row(const float* x, int64_t n, con
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) {
       const int64_t i = i0 + 32 * k;
-      if (i < n) y[i] = w != nullptr ? (xv[k] * inv) * wv[k] : xv[k] * inv;
+      if (i < n) store(i, w != nullptr ? (xv[k] * inv) * wv[k] : xv[k] * inv);
     }
   }
+}
+
+// One row of rms_norm on one warp: y[i] = (x[i]·inv)·w[i] (or x[i]·inv), inv = 1 / sqrt(ss / n + eps),
+// ss = dot_f32(x, x). y may alias x (each lane reads and writes only its own elements).
+__device__ __forceinline__ void warp_rms_norm_row(const float* x, int64_t n, const float* w, float eps, float* y,
+                                                  int lane) {
+  const float inv = rms_inverse(warp_dot32(x, x, n, lane), n, eps);
+  warp_rms_scale_row(x, n, w, inv, lane, [y](int64_t i, float v) { y[i] = v; });
 }
 
 // RoPE pair k of the rotated tail t (the row's trailing n_rot floats) at position pos:
