@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh — what a change to the CUDA backend needs on a GPU machine, as one command that
+# fits one device call (~7-9 minutes on an H200 with 16 cores): the bits, then the speed, then where the
+# time goes.
+#   1. scripts/test-cuda.sh --no-sanitizers: builds build-cuda and runs the cuda tests (the conformance
+#      suite's cuda instances and CudaModelTest: bit-identical to the CPU);
+#   2. scripts/bench-cuda-ab.sh --skip-build --base-tar FILE: this tree against a base version on the
+#      full synthetic Flash q2 (written to /dev/shm once); skipped without --base-tar (then
+#      scripts/bench-cuda.sh runs this tree alone);
+#   3. scripts/profile-cuda.sh on that model (3 decoded tokens after an 8-token prompt), while at
+#      least --profile-after seconds of the --budget are left.
+# Every step's output goes to --out DIR (default $OUT when set, else a temporary folder) in at most
+# five files: summary.txt (the tables), tests.txt, bench.txt, profile.txt, ncu.csv.
+# Usage: scripts/gpu-check.sh [--base-tar FILE] [--out DIR] [--budget SECONDS] [-- bench args…]
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+base_tar="" out=${OUT:-} budget=560
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --base-tar) base_tar=$2; shift ;;
+    --out) out=$2; shift ;;
+    --budget) budget=$2; shift ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "gpu-check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -n "$out" ] || out=$(mktemp -d)
+mkdir -p "$out"
+summary=$out/summary.txt
+t0=$SECONDS
+note() { echo "$*" | tee -a "$summary"; }
+
+note "== 1. tests ($(date -u +%H:%M:%S))"
+scripts/test-cuda.sh --no-sanitizers > "$out/tests.txt" 2>&1
+tests_rc=$?
+sed -n '/^== summary/,$p' "$out/tests.txt" | tee -a "$summary"
+note "tests: rc $tests_rc after $((SECONDS - t0)) s"
+
+note "== 2. bench ($(date -u +%H:%M:%S))"
+logs=$(mktemp -d)
+if [ -n "$base_tar" ]; then
+  scripts/bench-cuda-ab.sh --skip-build --base-tar "$base_tar" --log-dir "$logs" -- "$@" > "$out/bench.txt" 2>&1
+else
+  scripts/bench-cuda.sh --skip-build -- "$@" > "$out/bench.txt" 2>&1
+fi
+bench_rc=$?
+grep -E '^\|' "$out/bench.txt" | tail -12 | tee -a "$summary"
+note "bench: rc $bench_rc after $((SECONDS - t0)) s"
+
+left=$((budget - (SECONDS - t0)))
+model=${SYNTH_DIR:-/dev/shm}/dsv4-flash-q2-seed1.gguf
+if [ "$left" -ge 90 ] && [ -s "$model" ]; then
+  note "== 3. profile ($(date -u +%H:%M:%S))"
+  OUT_CSV=$out/ncu.csv timeout "$((left - 10))" scripts/profile-cuda.sh "$model" 3 8 > "$out/profile.txt" 2>&1
+  note "profile: rc $? after $((SECONDS - t0)) s"
+  head -40 "$out/profile.txt" >> "$summary"
+else
+  note "== 3. profile skipped ($left s left of the budget, model ${model})"
+fi
+[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
