@@ -1,9 +1,9 @@
 // backend/cuda/moe.cu — CudaBackend::route and moe (backend.h's orders; cpu_moe.cpp is the reference).
 //
 // route: per token (one warp for up to 256 experts, else one CTA): s_e = sqrt(softplus(logit)), then
-//   the K experts by repeated selection (the comparator — higher first, ties → lower e, NaN below every number, NaNs by lower e — is a strict
-//   total order, so the k-th pick is the best entry ranking after the (k−1)-th: no sort, no scratch);
-//   the weight sum sequentially from 0 in slot order.
+//   the K experts by repeated selection (the comparator — higher first, ties → lower e, NaN below
+//   every number, NaNs by lower e — is a strict total order, so the k-th pick is the best entry
+//   ranking after the (k−1)-th: no sort, no scratch); the weight sum sequentially from 0 in slot order.
 // moe: the host never learns the routing (no sync): every (token t, slot k) pair is computed directly
 //   from ids[t][k] on the device.
 //     1. x quantized once per token to the gate's (and, if different, the up's) activation format;
