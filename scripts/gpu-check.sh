@@ -7,21 +7,26 @@
 #   2. scripts/bench-cuda-ab.sh --skip-build --base-tar FILE: this tree against a base version on the
 #      full synthetic Flash q2 (written to /dev/shm once); skipped without --base-tar (then
 #      scripts/bench-cuda.sh runs this tree alone);
-#   3. scripts/profile-cuda.sh on that model (3 decoded tokens after an 8-token prompt), while at
-#      least --profile-after seconds of the --budget are left.
+#   3. scripts/profile-cuda.sh on that model: 3 decoded tokens after a prompt of each --profile-prompts
+#      length (default "8 4096": the step at depth 8, then at depth 4096), each while at least 90 s of
+#      the --budget are left.
 # Every step's output goes to --out DIR (default $OUT when set, else a temporary folder) in at most
-# five files: summary.txt (the tables), tests.txt, bench.txt, profile.txt, ncu.csv.
-# Usage: scripts/gpu-check.sh [--base-tar FILE] [--out DIR] [--budget SECONDS] [-- bench args…]
+# five files: summary.txt (the tables), tests.txt, bench.txt, profile.txt (every profile, one after
+# the other), ncu.csv (the first profile's raw CSV).
+# Usage: scripts/gpu-check.sh [--base-tar FILE] [--out DIR] [--budget SECONDS] [--profile-prompts "N …"]
+#                             [--skip-tests] [-- bench args…]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-base_tar="" out=${OUT:-} budget=560
+base_tar="" out=${OUT:-} budget=560 profile_prompts="8 4096" skip_tests=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --base-tar) base_tar=$2; shift ;;
     --out) out=$2; shift ;;
     --budget) budget=$2; shift ;;
+    --profile-prompts) profile_prompts=$2; shift ;;
+    --skip-tests) skip_tests=1 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -33,7 +38,11 @@ t0=$SECONDS
 note() { echo "$*" | tee -a "$summary"; }
 
 note "== 1. tests ($(date -u +%H:%M:%S))"
-scripts/test-cuda.sh --no-sanitizers > "$out/tests.txt" 2>&1
+if [ "$skip_tests" -eq 1 ]; then
+  scripts/test-cuda.sh --build-only > "$out/tests.txt" 2>&1
+else
+  scripts/test-cuda.sh --no-sanitizers > "$out/tests.txt" 2>&1
+fi
 tests_rc=$?
 sed -n '/^== summary/,$p' "$out/tests.txt" | tee -a "$summary"
 note "tests: rc $tests_rc after $((SECONDS - t0)) s"
@@ -49,14 +58,19 @@ bench_rc=$?
 grep -E '^\|' "$out/bench.txt" | tail -12 | tee -a "$summary"
 note "bench: rc $bench_rc after $((SECONDS - t0)) s"
 
-left=$((budget - (SECONDS - t0)))
 model=${SYNTH_DIR:-/dev/shm}/dsv4-flash-q2-seed1.gguf
-if [ "$left" -ge 90 ] && [ -s "$model" ]; then
-  note "== 3. profile ($(date -u +%H:%M:%S))"
-  OUT_CSV=$out/ncu.csv timeout "$((left - 10))" scripts/profile-cuda.sh "$model" 3 8 > "$out/profile.txt" 2>&1
+csv=$out/ncu.csv
+for prompt in $profile_prompts; do
+  left=$((budget - (SECONDS - t0)))
+  if [ "$left" -lt 90 ] || [ ! -s "$model" ]; then
+    note "== 3. profile after $prompt prompt tokens skipped ($left s left of the budget, model $model)"
+    continue
+  fi
+  note "== 3. profile after $prompt prompt tokens ($(date -u +%H:%M:%S))"
+  echo "=== profile: 3 decode steps after $prompt prompt tokens" >> "$out/profile.txt"
+  OUT_CSV=$csv timeout "$((left - 10))" scripts/profile-cuda.sh "$model" 3 "$prompt" >> "$out/profile.txt" 2>&1
   note "profile: rc $? after $((SECONDS - t0)) s"
-  head -40 "$out/profile.txt" >> "$summary"
-else
-  note "== 3. profile skipped ($left s left of the budget, model ${model})"
-fi
+  sed -n "/^=== profile: 3 decode steps after $prompt /,\$p" "$out/profile.txt" | head -40 >> "$summary"
+  csv=""  # later profiles: their CSV stays in profile-cuda.sh's temporary folder
+done
 [ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
