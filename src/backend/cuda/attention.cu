@@ -12,7 +12,8 @@
 //     block per query: an exact radix select of the top_k-th key (scores mapped to ordered integers,
 //     NaN lowest; ±0 one key), then one pass in entry order keeps the keys above it and the first
 //     needed keys equal to it (ties → lower entry), written in ascending entry order by block scans.
-//   attention: per query t, the number of compressed keys (CSA: the comp_index prefix before −1);
+//   attention (a pass of few queries with d ≤ 512: attention_decode.cu's forms, then the softmax
+//     below): per query t, the number of compressed keys (CSA: the comp_index prefix before −1);
 //     one warp per (query, key) computes the H logits; one warp per (query, head) the max, the
 //     probabilities (in place) and the denominator (lane = partial: sum32's order); one thread per
 //     (query, head, column) the fma chain over keys in order and the division.
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/attention.cuh"
 #include "backend/cuda/cuda_backend.cuh"
 #include "backend/cuda/row_ops.cuh"
 #include "numerics/det_math.h"
@@ -32,6 +34,12 @@ using backend::Tensor;
 using rowops::grid_for;
 using rowops::kFullMask;
 using rowops::row_ptr;
+using rowops::std_max;
+using detail::AttnArgs;
+using detail::attn_key;
+using detail::neg_inf;
+using detail::quiet_nan;
+using detail::raw_first;
 
 namespace {
 
@@ -49,11 +57,6 @@ int64_t group_rows(int64_t rows, int64_t row_bytes) {
 }
 
 int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
-
-__device__ __forceinline__ float neg_inf() { return hd::f32_from_bits(0xff800000u); }
-__device__ __forceinline__ float quiet_nan() { return hd::f32_from_bits(0x7fc00000u); }
-// std::max(m, v): a NaN v never replaces m.
-__device__ __forceinline__ float std_max(float m, float v) { return m < v ? v : m; }
 
 // --- compressor -----------------------------------------------------------------------------------
 
@@ -294,44 +297,6 @@ __global__ void indexer_select_kernel(const float* score, int64_t max_nv, int64_
 }
 
 // --- attention ------------------------------------------------------------------------------------
-
-struct AttnArgs {
-  const void* q;
-  int64_t q_nb;
-  const void* kv;
-  int64_t kv_nb;
-  const void* ring;
-  int64_t ring_nb;
-  const void* comp;
-  int64_t comp_nb;
-  const void* ci;  // comp_index (CSA)
-  int64_t ci_nb, ci_len;
-  const float* sinks;
-  void* o;
-  int64_t o_nb;
-  int64_t p0, H, d, W, ratio, cap;
-  int64_t t0, n;  // this pass: queries t0 … t0 + n − 1 of the call (local index t below)
-  float scale;
-  int mode;  // 0 sliding, 1 HCA (all visible entries), 2 CSA (comp_index)
-  int64_t maxk;
-  float* S;         // [n][H][maxk] logits, then probabilities (this pass's queries)
-  float* den;       // [n][H]
-  int32_t* ncomp;   // [n] compressed keys of query t (−1: a comp_index entry beyond capacity)
-};
-
-__device__ __forceinline__ int64_t raw_first(const AttnArgs& a, int64_t p) { return p - a.W + 1 > 0 ? p - a.W + 1 : 0; }
-
-// Key j of the call's query tq (position p, raw keys lo … p first).
-__device__ __forceinline__ const float* attn_key(const AttnArgs& a, int64_t tq, int64_t p, int64_t lo, int64_t nraw,
-                                                 int64_t j) {
-  if (j < nraw) {
-    const int64_t pos = lo + j;
-    return pos < a.p0 ? row_ptr<float>(a.ring, a.ring_nb, pos % a.W) : row_ptr<float>(a.kv, a.kv_nb, pos - a.p0);
-  }
-  const int64_t i = j - nraw;
-  const int64_t w = a.mode == 2 ? row_ptr<int32_t>(a.ci, a.ci_nb, tq)[i] : i;
-  return row_ptr<float>(a.comp, a.comp_nb, w);
-}
 
 __global__ void attn_count_kernel(AttnArgs a) {
   wait_for_producer();
@@ -598,6 +563,12 @@ void CudaBackend::attention(const backend::AttentionArgs& a) {
   for (int64_t t0 = 0; t0 < n; t0 += G) {
     k.t0 = t0;
     k.n = std::min(G, n - t0);
+    if (detail::decode_attention_fits(k)) {  // attention_decode.cu: keys staged once for a group of heads
+      detail::enqueue_decode_attention_scores(*this, k);
+      launch("attn_softmax_kernel", attn_softmax_kernel, grid_for(k.n * H, kWarpsPerBlock), kThreads, 0, k);
+      detail::enqueue_decode_attention_out(*this, k);
+      continue;
+    }
     launch("attn_count_kernel", attn_count_kernel, grid_for(k.n, 128), 128, 0, k);
     launch("attn_score_kernel", attn_score_kernel, grid_for(k.n * k.maxk * k.H, kWarpsPerBlock), kThreads, 0, k);
     launch("attn_softmax_kernel", attn_softmax_kernel, grid_for(k.n * H, kWarpsPerBlock), kThreads, 0, k);

@@ -1,0 +1,76 @@
+// backend/cuda/attention.cuh — what attention.cu (the general attention kernels) and
+// attention_decode.cu (the decode forms) share: the kernel arguments, where a query's keys are, how
+// many compressed keys it sees, and the host-side entry points of the decode forms.
+//
+// A query at position p sees, in key order j: its raw keys lo … p (lo = max(0, p − W + 1); from the
+// ring below p0, from this call's kv rows from p0), then its compressed keys (HCA: entries 0 …
+// (p + 1)/ratio − 1; CSA: the comp_index row's entries before its first −1).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/row_ops.cuh"
+#include "numerics/hd.h"
+
+namespace dsv4::cuda {
+
+class CudaBackend;
+
+namespace detail {
+
+struct AttnArgs {
+  const void* q;
+  int64_t q_nb;
+  const void* kv;
+  int64_t kv_nb;
+  const void* ring;
+  int64_t ring_nb;
+  const void* comp;
+  int64_t comp_nb;
+  const void* ci;  // comp_index (CSA)
+  int64_t ci_nb, ci_len;
+  const float* sinks;
+  void* o;
+  int64_t o_nb;
+  int64_t p0, H, d, W, ratio, cap;
+  int64_t t0, n;  // this pass: queries t0 … t0 + n − 1 of the call (local index t below)
+  float scale;
+  int mode;  // 0 sliding, 1 HCA (all visible entries), 2 CSA (comp_index)
+  int64_t maxk;
+  float* S;         // [n][H][maxk] logits, then probabilities (this pass's queries)
+  float* den;       // [n][H]
+  int32_t* ncomp;   // [n] compressed keys of query t (−1: a comp_index entry beyond capacity)
+};
+
+__device__ __forceinline__ float neg_inf() { return hd::f32_from_bits(0xff800000u); }
+__device__ __forceinline__ float quiet_nan() { return hd::f32_from_bits(0x7fc00000u); }
+
+__device__ __forceinline__ int64_t raw_first(const AttnArgs& a, int64_t p) { return p - a.W + 1 > 0 ? p - a.W + 1 : 0; }
+
+// Key j of the call's query tq (position p, raw keys lo … p first).
+__device__ __forceinline__ const float* attn_key(const AttnArgs& a, int64_t tq, int64_t p, int64_t lo, int64_t nraw,
+                                                 int64_t j) {
+  if (j < nraw) {
+    const int64_t pos = lo + j;
+    return pos < a.p0 ? rowops::row_ptr<float>(a.ring, a.ring_nb, pos % a.W)
+                      : rowops::row_ptr<float>(a.kv, a.kv_nb, pos - a.p0);
+  }
+  const int64_t i = j - nraw;
+  const int64_t w = a.mode == 2 ? rowops::row_ptr<int32_t>(a.ci, a.ci_nb, tq)[i] : i;
+  return rowops::row_ptr<float>(a.comp, a.comp_nb, w);
+}
+
+// The decode forms (attention_decode.cu) for a pass of few queries with d ≤ 512: the logits of a tile
+// of keys for a group of heads per CTA (the keys staged once in shared memory, each head's query in
+// registers), and the outputs of a group of heads × 32 columns per CTA (the keys staged 128 at a time,
+// shared by the group's heads). Same bits as attn_score_kernel / attn_out_kernel.
+bool decode_attention_fits(const AttnArgs& a);
+// Writes a.ncomp and the logits S (attn_count_kernel + attn_score_kernel).
+void enqueue_decode_attention_scores(CudaBackend& be, const AttnArgs& a);
+// Writes o from the probabilities and denominators of attn_softmax_kernel (attn_out_kernel).
+void enqueue_decode_attention_out(CudaBackend& be, const AttnArgs& a);
+
+}  // namespace detail
+}  // namespace dsv4::cuda
