@@ -188,11 +188,21 @@ __global__ void indexer_score_kernel(const void* qI, int64_t q_nb, const void* g
     const float* qt = row_ptr<float>(qI, q_nb, t0 + t);
     const float* gt = row_ptr<float>(g, g_nb, t0 + t);
     const float* kw = row_ptr<float>(keys, k_nb, w);
+    // The heads' dots kHeads at a time (independent: their loads and shuffle trees overlap), then
+    // folded into the chain over heads in order.
+    constexpr int kHeads = 8;
     float s = 0.0f;
-    for (int64_t h = 0; h < nI; ++h) {
-      const float gsh = (gt[h] * gs0) * gs1;
-      const float dot = rowops::warp_dot32(qt + h * dI, kw, dI, lane);
-      s = hd::fma(gsh, dot > 0.0f ? dot : 0.0f, s);
+    for (int64_t h0 = 0; h0 < nI; h0 += kHeads) {
+      float dots[kHeads];
+#pragma unroll
+      for (int k = 0; k < kHeads; ++k)
+        dots[k] = h0 + k < nI ? rowops::warp_dot32(qt + (h0 + k) * dI, kw, dI, lane) : 0.0f;  // warp-uniform
+#pragma unroll
+      for (int k = 0; k < kHeads; ++k) {
+        if (h0 + k >= nI) break;
+        const float gsh = (gt[h0 + k] * gs0) * gs1;
+        s = hd::fma(gsh, dots[k] > 0.0f ? dots[k] : 0.0f, s);
+      }
     }
     if (lane == 0) score[t * max_nv + w] = s;
   }
