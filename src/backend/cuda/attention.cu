@@ -12,8 +12,8 @@
 //     block per query: an exact radix select of the top_k-th key (scores mapped to ordered integers,
 //     NaN lowest; ±0 one key), then one pass in entry order keeps the keys above it and the first
 //     needed keys equal to it (ties → lower entry), written in ascending entry order by block scans.
-//   attention (a pass of few queries with d ≤ 512: attention_decode.cu's forms, then the softmax
-//     below): per query t, the number of compressed keys (CSA: the comp_index prefix before −1);
+//   attention (a pass of few queries with d ≤ 512: attention_decode.cu's two kernels, the same
+//     arithmetic): per query t, the number of compressed keys (CSA: the comp_index prefix before −1);
 //     one warp per (query, key) computes the H logits; one warp per (query, head) the max, the
 //     probabilities (in place) and the denominator (lane = partial: sum32's order); one thread per
 //     (query, head, column) the fma chain over keys in order and the division.
@@ -357,12 +357,8 @@ __global__ void attn_softmax_kernel(AttnArgs a) {
     if (nc < 0) continue;  // warp-uniform
     const int64_t nk = nraw + nc;
     float* P = a.S + gw * a.maxk;
-    // The running max from the sink in key order equals max(sink, the max of the non-NaN logits): the
-    // only order-dependent bit is the sign of a zero maximum, which no exp(v − M) below can see.
-    float m = neg_inf();
-    for (int64_t j = lane; j < nk; j += 32) m = std_max(m, P[j]);
-    for (int s = 16; s >= 1; s >>= 1) m = std_max(m, __shfl_down_sync(kFullMask, m, s));
-    m = __shfl_sync(kFullMask, m, 0);
+    // The running max from the sink in key order equals max(sink, the max of the non-NaN logits).
+    const float m = detail::logits_max(P, nk, lane);
     const float sink = a.sinks[h];
     const float M = std_max(sink, m);
     float part = 0.0f;
@@ -575,7 +571,6 @@ void CudaBackend::attention(const backend::AttentionArgs& a) {
     k.n = std::min(G, n - t0);
     if (detail::decode_attention_fits(k)) {  // attention_decode.cu: keys staged once for a group of heads
       detail::enqueue_decode_attention_scores(*this, k);
-      launch("attn_softmax_kernel", attn_softmax_kernel, grid_for(k.n * H, kWarpsPerBlock), kThreads, 0, k);
       detail::enqueue_decode_attention_out(*this, k);
       continue;
     }

@@ -62,14 +62,25 @@ __device__ __forceinline__ const float* attn_key(const AttnArgs& a, int64_t tq, 
   return rowops::row_ptr<float>(a.comp, a.comp_nb, w);
 }
 
+// The max over a head's logits P[0 … nk) that the softmax subtracts, before the sink (every lane gets
+// it): lane l folds j = l, l + 32, … with std::max (a NaN never counts), then the shuffle-down tree.
+// Only the sign of a zero maximum depends on the order, and no exp(v − M) can see it.
+__device__ __forceinline__ float logits_max(const float* P, int64_t nk, int lane) {
+  float m = neg_inf();
+  for (int64_t j = lane; j < nk; j += 32) m = rowops::std_max(m, P[j]);
+  for (int s = 16; s >= 1; s >>= 1) m = rowops::std_max(m, __shfl_down_sync(rowops::kFullMask, m, s));
+  return __shfl_sync(rowops::kFullMask, m, 0);
+}
+
 // The decode forms (attention_decode.cu) for a pass of few queries with d ≤ 512: the logits of a tile
 // of keys for a group of heads per CTA (the keys staged once in shared memory, each head's query in
-// registers), and the outputs of a group of heads × 32 columns per CTA (the keys staged 128 at a time,
-// shared by the group's heads). Same bits as attn_score_kernel / attn_out_kernel.
+// registers), and the softmax and outputs of a group of heads × 32 columns per CTA (the keys staged 128
+// at a time, shared by the group's heads). Same bits as attn_count / attn_score / attn_softmax /
+// attn_out_kernel.
 bool decode_attention_fits(const AttnArgs& a);
 // Writes a.ncomp and the logits S (attn_count_kernel + attn_score_kernel).
 void enqueue_decode_attention_scores(CudaBackend& be, const AttnArgs& a);
-// Writes o from the probabilities and denominators of attn_softmax_kernel (attn_out_kernel).
+// Writes o from the logits (attn_softmax_kernel + attn_out_kernel; S is left as the logits).
 void enqueue_decode_attention_out(CudaBackend& be, const AttnArgs& a);
 
 }  // namespace detail

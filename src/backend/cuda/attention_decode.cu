@@ -9,10 +9,14 @@
 //           · scale (rowops::warp_dot32's order); a CTA per (tile of 8 keys, 16 heads, query), warp w
 //           the heads w and w + 8 with q_h's lane elements in registers; the CTA's warp 0 also counts
 //           the query's compressed keys (the CTA of tile 0 and head group 0 stores it).
-//   out:    o[t][h·d + c] = (fma chain over keys j ascending of p_j · key_j[c]) / den; a CTA per (32
+//   out:    attn_softmax_kernel's M = max(sink, max of the logits), p_j = exp(l_j − M) and den =
+//           exp(sink − M) + warp_tree(lane l's sum of p_j over j ≡ l mod 32 ascending), and
+//           o[t][h·d + c] = (fma chain over keys j ascending of p_j · key_j[c]) / den; a CTA per (32
 //           columns, 8 heads, query), one chain per thread (warp = head, lane = column), the keys
-//           staged 128 at a time (the next stage's loads in registers while this one is folded),
-//           p_j shuffled from the lane that loaded it.
+//           staged 128 at a time (the next stage's loads in registers while this one is folded), lane
+//           l computing p_j of the stage's keys j ≡ l mod 32 (its den partial, in order) and
+//           shuffling it to the others. Each of a head's d/32 CTAs recomputes its exps (~20 per lane
+//           at 640 keys) instead of a softmax kernel and a round trip through S.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,6 +26,7 @@
 #include "backend/cuda/cuda_backend.cuh"
 #include "backend/cuda/row_ops.cuh"
 #include "backend/cuda/step_graph.cuh"
+#include "numerics/det_math.h"
 #include "numerics/hd.h"
 
 namespace dsv4::cuda {
@@ -137,9 +142,10 @@ __global__ void __launch_bounds__(kThreads) attn_score_tile_kernel(AttnArgs a) {
 }
 
 // Loads stage j0's operands of this thread into registers: kr[r] = key (j0 + warp + kWarps·r)[c]
-// (0 beyond the keys or columns), pr[m] = p_(j0 + lane + 32·m) of the warp's head (0 beyond).
+// (0 beyond the keys or columns), pr[m] = p_(j0 + lane + 32·m) = exp(l − M) of the warp's head (0
+// beyond).
 __device__ __forceinline__ void load_out_stage(const AttnArgs& a, int64_t t, int64_t p, int64_t lo, int64_t nraw,
-                                               int64_t nk, int64_t j0, int64_t c, const float* P, int lane, int warp,
+                                               int64_t nk, int64_t j0, int64_t c, const float* P, float M, int lane, int warp,
                                                float (&kr)[kOutKeysPerWarp], float (&pr)[kOutStage / 32]) {
   const int64_t nj = std::min<int64_t>(kOutStage, nk - j0);
   unsigned long long ptr[kOutStage / 32];  // lane l: key j0 + l + 32·m
@@ -147,7 +153,7 @@ __device__ __forceinline__ void load_out_stage(const AttnArgs& a, int64_t t, int
   for (int m = 0; m < kOutStage / 32; ++m) {
     const int64_t jj = lane + 32 * m;
     ptr[m] = jj < nj ? reinterpret_cast<unsigned long long>(attn_key(a, a.t0 + t, p, lo, nraw, j0 + jj)) : 0ull;
-    pr[m] = P != nullptr && jj < nj ? P[j0 + jj] : 0.0f;
+    pr[m] = P != nullptr && jj < nj ? det::exp(P[j0 + jj] - M) : 0.0f;
   }
 #pragma unroll
   for (int r = 0; r < kOutKeysPerWarp; ++r) {
@@ -175,28 +181,32 @@ __global__ void __launch_bounds__(kThreads) attn_out_tile_kernel(AttnArgs a) {
     return;  // CTA-uniform
   }
   const int64_t p = a.p0 + a.t0 + t, lo = raw_first(a, p), nraw = p - lo + 1, nk = nraw + nc;
-  const float* P = h < a.H ? a.S + (t * a.H + h) * a.maxk : nullptr;
+  const float* P = h < a.H ? a.S + (t * a.H + h) * a.maxk : nullptr;  // the logits
+  const float M = P != nullptr ? rowops::std_max(a.sinks[h], detail::logits_max(P, nk, lane)) : 0.0f;
   float kr[kOutKeysPerWarp], pr[kOutStage / 32], pcur[kOutStage / 32];
-  float acc = 0.0f;
-  if (nk > 0) load_out_stage(a, t, p, lo, nraw, nk, 0, c, P, lane, warp, kr, pr);
+  float acc = 0.0f, part = 0.0f;
+  if (nk > 0) load_out_stage(a, t, p, lo, nraw, nk, 0, c, P, M, lane, warp, kr, pr);
   for (int64_t j0 = 0; j0 < nk; j0 += kOutStage) {
 #pragma unroll
     for (int r = 0; r < kOutKeysPerWarp; ++r) keys[warp + kWarps * r][lane] = kr[r];
 #pragma unroll
     for (int m = 0; m < kOutStage / 32; ++m) pcur[m] = pr[m];
     __syncthreads();
-    if (j0 + kOutStage < nk) load_out_stage(a, t, p, lo, nraw, nk, j0 + kOutStage, c, P, lane, warp, kr, pr);
+    if (j0 + kOutStage < nk) load_out_stage(a, t, p, lo, nraw, nk, j0 + kOutStage, c, P, M, lane, warp, kr, pr);
     const int nj = static_cast<int>(std::min<int64_t>(kOutStage, nk - j0));
 #pragma unroll
-    for (int m = 0; m < kOutStage / 32; ++m) {
-      if (32 * m >= nj) break;  // CTA-uniform
-      const int nm = std::min(32, nj - 32 * m);
+    for (int m = 0; m < kOutStage / 32; ++m)
+      if (32 * m + lane < nj) part = part + pcur[m];  // den's lane partial: j ≡ lane mod 32, ascending
+#pragma unroll
+    for (int m = 0; m < kOutStage / 32; ++m) {  // unrolled (no break): pcur stays in registers
+      const int nm = std::max(0, std::min(32, nj - 32 * m));
       for (int k = 0; k < nm; ++k)
         acc = hd::fma(__shfl_sync(kFullMask, pcur[m], k), keys[32 * m + k][lane], acc);
     }
     __syncthreads();
   }
-  if (active) *out = hd::div(acc, a.den[t * a.H + h]);
+  const float sum = rowops::warp_tree(part);
+  if (active) *out = hd::div(acc, det::exp(a.sinks[h] - M) + sum);
 }
 
 }  // namespace
