@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
     --profile-prompts) profile_prompts=$2; shift ;;
     --skip-tests) skip_tests=1 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
