@@ -21,7 +21,7 @@ namespace dsv4::cpu {
 float iq2_xxs_vec_dot_scalar(int64_t n, const void* w, const void* act);
 float iq2_xxs_vec_dot_avx2(int64_t n, const void* w, const void* act);
 void iq2_xxs_vec_dot_rows_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
-// The AVX2 prepared-activation form (|q8|, sign-compare bytes and q8 per chunk of 8 super-blocks, built once).
+// The AVX2 prepared-activation form (|q8|, sign-compare bytes and q8 + 128 per chunk of 8 super-blocks, built once).
 int64_t iq2_xxs_prepared_act_bytes_avx2(int64_t n);
 void iq2_xxs_prepare_act_avx2(const void* act, int64_t n, void* out);
 void iq2_xxs_vec_dot_rows_prepared_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,

@@ -33,11 +33,11 @@ namespace {
 constexpr int kChunk = 8;
 
 // The activation side of one chunk: per super-block and group, |q8| and the sign-compare pattern
-// (the row kernels), and q8 widened to int16 (the tile kernel's vpmaddwd operand: bytes 0-15, 16-31).
+// (the row kernels), and q8 + 128 as unsigned bytes (the tile kernel's vpmaddubsw operand).
 struct alignas(32) ActChunk {
   __m256i xa[kChunk][8];
   __m256i bm[kChunk][8];
-  __m256i x16[kChunk][8][2];
+  __m256i xu[kChunk][8];
   float dx[kChunk];
 };
 
@@ -61,17 +61,14 @@ alignas(32) constexpr Consts kConsts = make_consts();
 inline __m256i load_const(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256i bit_pattern() { return load_const(kConsts.bits); }
 
-// with_x16: also fill a.x16 (the tile kernel's operand; the row kernels never read it).
-inline void prep_act(const BlockQ8_K* x, int count, ActChunk& a, bool with_x16) {
+// with_xu: also fill a.xu (the tile kernel's operand; the row kernels never read it).
+inline void prep_act(const BlockQ8_K* x, int count, ActChunk& a, bool with_xu) {
   const __m256i bits = bit_pattern();
   for (int k = 0; k < count; ++k) {
     for (int g = 0; g < 8; ++g) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k].qs + 32 * g));
       a.xa[k][g] = _mm256_abs_epi8(q);
-      if (with_x16) {
-        a.x16[k][g][0] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
-        a.x16[k][g][1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
-      }
+      if (with_xu) a.xu[k][g] = _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));  // q8 + 128
       a.bm[k][g] = _mm256_andnot_si256(_mm256_cmpgt_epi8(_mm256_setzero_si256(), q), bits);
     }
     a.dx[k] = x[k].d;
@@ -232,21 +229,29 @@ void dot_rows_prepared(int64_t n, const void* w, int64_t w_stride, const void* p
 
 // ---- tile: nr rows x nc prepared columns, each weight block decoded once for all nc columns ----------
 //
-// Per super-block, each row's weight side is decoded once into int16 (DecodedBlock: grid byte ·
-// weight sign · (2·ls + 1), |.| <= 43 · 31 = 1333); then per row, column and group two vpmaddwd with
-// the column's q8 as int16 give exact int32 sums (|pair| <= 2 · 1333 · 128; a block's isum stays below
-// 2^26), two multiplies per 32 products as the row kernels' vpmaddubsw + vpmaddwd, with no sign step.
-// The eight lanes of super-block j of a chunk are stored and summed per chunk (sum_lanes8: lane j =
-// isum of block j), then the f32 step is add_chunk's, the same as the row kernels': bit-identical.
+// Per super-block, each row's weight side is decoded once (DecodedBlock): per group the signed grid
+// bytes (grid · weight sign, |.| <= 43) and the (2·ls + 1) words, and the block's offset correction.
+// The column side is q8 + 128 as unsigned bytes (ActChunk::xu), so per row, column and group one
+// vpmaddubsw(xu, w) gives exact int16 pair sums (|.| <= 2 · 255 · 43 = 21930, no saturation) and one
+// vpmaddwd with (2·ls + 1) gives int32 — two multiplies per 32 products, as the row kernels', with
+// one load per operand. Σ w·(q8 + 128) = Σ w·q8 + 128·Σ w, so each lane then loses the row's
+// correction lane 128·Σ_g (2·ls_g + 1)·Σ w of the same positions (computed once per row and block;
+// every step exact int32: a block's isum stays below 2^26). The eight lanes of super-block j of a
+// chunk are stored and summed per chunk (sum_lanes8: lane j = isum of block j), then the f32 step is
+// add_chunk's, the same as the row kernels': bit-identical.
 
 struct alignas(32) DecodedBlock {
-  __m256i w16[8][2];  // group g, elements 0-15 and 16-31: grid · sign · (2·ls_g + 1) (int16)
+  __m256i w8[8];     // group g: grid · sign (int8)
+  __m256i scale[8];  // group g: (2·ls_g + 1) in every word
+  __m256i corr;      // 8 int32 lanes: 128 · Σ_g (2·ls_g + 1) · Σ w over the lane's positions
 };
 
 inline void decode_block(const BlockIq2Xxs& w, DecodedBlock& out) {
   const uint8_t* qs = reinterpret_cast<const uint8_t*>(w.qs);
   const BlockFields f = block_fields(qs);
   const __m256i bits = bit_pattern(), one = load_const(kConsts.one);
+  const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x80));  // 128 as the unsigned operand
+  __m256i corr = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int g = 0; g < 8; ++g) {
     const int half = (g >> 1) & 1, k = kPos[g];
@@ -254,14 +259,15 @@ inline void decode_block(const BlockIq2Xxs& w, DecodedBlock& out) {
     const __m256i negative = _mm256_cmpeq_epi8(_mm256_and_si256(sb, bits), bits);
     const __m256i sgv = _mm256_sign_epi8(grid4(qs + 8 * g), _mm256_or_si256(negative, one));
     const __m256i scale = group_scale(f.ss[half], k);
-    _mm256_store_si256(&out.w16[g][0], _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(sgv)), scale));
-    _mm256_store_si256(&out.w16[g][1],
-                       _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(sgv, 1)), scale));
+    _mm256_store_si256(&out.w8[g], sgv);
+    _mm256_store_si256(&out.scale[g], scale);
+    corr = _mm256_add_epi32(corr, _mm256_madd_epi16(_mm256_maddubs_epi16(offset, sgv), scale));
   }
+  _mm256_store_si256(&out.corr, corr);
 }
 
 // Block k of a chunk: R decoded rows x C columns (from column c0) -> part[r][c0 + c][k] (8 int32 lanes
-// summing to the isum). R = 2, C = 4: 8 sums, 4 weight vectors and a column's 2 operands in 16 ymm.
+// summing to the isum). R = 2, C = 4: 8 sums, 2 rows' weights and scales, a column and a product in 14 ymm.
 template <int R, int C>
 inline void tile_block(const DecodedBlock* dec, const ActChunk* const* cols, int c0, int k,
                        __m256i (*part)[kMaxTileCols][kChunk]) {
@@ -271,25 +277,22 @@ inline void tile_block(const DecodedBlock* dec, const ActChunk* const* cols, int
   // Not unrolled: unrolled, GCC reassociates the integer sums over groups and spills the products.
 #pragma GCC unroll 1
   for (int g = 0; g < 8; ++g) {
-    __m256i w0[R], w1[R];
+    __m256i wr[R], sc[R];
     for (int r = 0; r < R; ++r) {
-      w0[r] = _mm256_load_si256(&dec[r].w16[g][0]);
-      w1[r] = _mm256_load_si256(&dec[r].w16[g][1]);
-      // In registers: otherwise GCC folds each load into every vpmaddwd using it (a load per column).
-      __asm__("" : "+x"(w0[r]), "+x"(w1[r]));
+      wr[r] = _mm256_load_si256(&dec[r].w8[g]);
+      sc[r] = _mm256_load_si256(&dec[r].scale[g]);
+      // In registers: otherwise GCC folds each load into every use (a load per column).
+      __asm__("" : "+x"(wr[r]), "+x"(sc[r]));
     }
     for (int c = 0; c < C; ++c) {
-      __m256i x0 = _mm256_load_si256(&cols[c0 + c]->x16[k][g][0]);
-      __m256i x1 = _mm256_load_si256(&cols[c0 + c]->x16[k][g][1]);
-      // In registers: otherwise GCC folds each load into every vpmaddwd using it (a load per use), and
-      // loads bound this loop (about one 32-byte load per cycle on the Zen 4 VM).
-      __asm__("" : "+x"(x0), "+x"(x1));
+      __m256i xu = _mm256_load_si256(&cols[c0 + c]->xu[k][g]);
+      __asm__("" : "+x"(xu));
       for (int r = 0; r < R; ++r)
-        s[r][c] = _mm256_add_epi32(s[r][c], _mm256_add_epi32(_mm256_madd_epi16(w0[r], x0), _mm256_madd_epi16(w1[r], x1)));
+        s[r][c] = _mm256_add_epi32(s[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(xu, wr[r]), sc[r]));
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) _mm256_store_si256(&part[r][c0 + c][k], s[r][c]);
+    for (int c = 0; c < C; ++c) _mm256_store_si256(&part[r][c0 + c][k], _mm256_sub_epi32(s[r][c], dec[r].corr));
 }
 
 using TileBlockFn = void (*)(const DecodedBlock*, const ActChunk* const*, int, int,
