@@ -4,14 +4,15 @@
 #   1. builds this tree (scripts/test-cuda.sh --build-only; --skip-build reuses BUILD_DIR) and, in
 #      parallel, the base version from a source tarball (`git archive <ref> -o base.tar`, carried to the
 #      machine with the tree) in /tmp/dsv4-ab-base;
-#   2. writes the full-size synthetic DS4 Flash q2 (or --preset flash-4l) into SYNTH_DIR once, in
-#      parallel with the base build;
+#   2. writes the full-size synthetic DS4 Flash q2 (or --preset flash-4l; --layers N keeps the first N
+#      layers' shape, for a card the full file does not fit) into SYNTH_DIR once, in parallel with the
+#      base build;
 #   3. runs `dsv4 bench -m` of base and this tree alternately, --rounds times (default 2), each with the
 #      same arguments (default: --prompt 512 --depth 0,4096 --decode 32 --repeat 3);
 #   4. prints every run's closing table and a summary: per case the median of the runs' medians for
 #      base and this tree, and their ratio.
 # Usage: scripts/bench-cuda-ab.sh --base-tar FILE [--skip-build] [--rounds N] [--preset flash|flash-4l]
-#                                 [--model PATH] [--log-dir DIR] [-- bench args…]
+#                                 [--layers N] [--model PATH] [--log-dir DIR] [-- bench args…]
 # Environment: BUILD_DIR (default build-cuda), SYNTH_DIR (default /dev/shm), JOBS (default nproc),
 # BACKEND (default cuda: the bench's --backend), BASE_CMAKE_ARGS (default -DDSV4_CUDA=ON
 # -DCMAKE_CUDA_ARCHITECTURES=90).
@@ -22,17 +23,18 @@ SYNTH_DIR=${SYNTH_DIR:-/dev/shm}
 JOBS=${JOBS:-$(nproc)}
 BACKEND=${BACKEND:-cuda}
 BASE_CMAKE_ARGS=${BASE_CMAKE_ARGS:--DDSV4_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90}
-base_tar="" build=1 rounds=2 preset=flash model="" log_dir=""
+base_tar="" build=1 rounds=2 preset=flash layers="" model="" log_dir=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --base-tar) base_tar=$2; shift ;;
     --skip-build) build=0 ;;
     --rounds) rounds=$2; shift ;;
     --preset) preset=$2; shift ;;
+    --layers) layers=$2; shift ;;
     --model) model=$2; shift ;;
     --log-dir) log_dir=$2; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "bench-cuda-ab.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -47,7 +49,9 @@ bench_args=("$@")
 log_dir=${log_dir:-$(mktemp -d)}
 mkdir -p "$log_dir"
 base_src=/tmp/dsv4-ab-base
-[ -n "$model" ] || model=$SYNTH_DIR/dsv4-$preset-q2-seed1.gguf
+synth_args=(--preset "$preset" --type q2 --seed 1)
+[ -n "$layers" ] && synth_args+=(--layers "$layers")
+[ -n "$model" ] || model=$SYNTH_DIR/dsv4-$preset${layers:+-${layers}l}-q2-seed1.gguf
 
 if [ "$build" = 1 ]; then BUILD_DIR=$BUILD_DIR scripts/test-cuda.sh --build-only > "$log_dir/build.log" 2>&1 ||
   { tail -40 "$log_dir/build.log"; echo "bench-cuda-ab.sh: build failed" >&2; exit 1; }; fi
@@ -68,7 +72,7 @@ fi
 base_pid=$!
 if [ ! -s "$model" ]; then
   start=$SECONDS
-  "$new" synth --preset "$preset" --type q2 --seed 1 --out "$model.part" > "$log_dir/synth.log" 2>&1
+  "$new" synth "${synth_args[@]}" --out "$model.part" > "$log_dir/synth.log" 2>&1
   mv "$model.part" "$model"
   echo "bench-cuda-ab.sh: wrote $model in $((SECONDS - start)) s"
 fi

@@ -10,14 +10,16 @@
 #   3. scripts/profile-cuda.sh on that model: 3 decoded tokens after a prompt of each --profile-prompts
 #      length (default "8 4096": the step at depth 8, then at depth 4096), each while at least 90 s of
 #      the --budget are left.
+# --layers N: the model keeps the first N of Flash's 43 layers (default: all; 36 where the card has less
+# than 100 GiB, since the full q2 file needs ~84 GB: an H100's results are then per that shape).
 # Every step's output goes to --out DIR (default $OUT when set, else a temporary folder) in at most
 # five files: summary.txt (the tables), tests.txt, bench.txt, profile.txt (every profile, one after
 # the other), ncu.csv (the first profile's raw CSV).
 # Usage: scripts/gpu-check.sh [--base-tar FILE] [--out DIR] [--budget SECONDS] [--profile-prompts "N …"]
-#                             [--skip-tests] [-- bench args…]
+#                             [--skip-tests] [--layers N] [-- bench args…]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-base_tar="" out=${OUT:-} budget=560 profile_prompts="8 4096" skip_tests=0
+base_tar="" out=${OUT:-} budget=560 profile_prompts="8 4096" skip_tests=0 layers=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --base-tar) base_tar=$2; shift ;;
@@ -25,8 +27,9 @@ while [ $# -gt 0 ]; do
     --budget) budget=$2; shift ;;
     --profile-prompts) profile_prompts=$2; shift ;;
     --skip-tests) skip_tests=1 ;;
+    --layers) layers=$2; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -36,6 +39,12 @@ mkdir -p "$out"
 summary=$out/summary.txt
 t0=$SECONDS
 note() { echo "$*" | tee -a "$summary"; }
+
+if [ -z "$layers" ]; then
+  mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -dc 0-9)
+  if [ -n "$mib" ] && [ "$mib" -lt 102400 ]; then layers=36; fi
+fi
+[ -n "$layers" ] && note "model: Flash q2 with its first $layers of 43 layers (--layers; the GPU has ${mib:-?} MiB)"
 
 note "== 1. tests ($(date -u +%H:%M:%S))"
 if [ "$skip_tests" -eq 1 ]; then
@@ -50,15 +59,15 @@ note "tests: rc $tests_rc after $((SECONDS - t0)) s"
 note "== 2. bench ($(date -u +%H:%M:%S))"
 logs=$(mktemp -d)
 if [ -n "$base_tar" ]; then
-  scripts/bench-cuda-ab.sh --skip-build --base-tar "$base_tar" --log-dir "$logs" -- "$@" > "$out/bench.txt" 2>&1
+  scripts/bench-cuda-ab.sh --skip-build --base-tar "$base_tar" --log-dir "$logs" ${layers:+--layers "$layers"} -- "$@" > "$out/bench.txt" 2>&1
 else
-  scripts/bench-cuda.sh --skip-build -- "$@" > "$out/bench.txt" 2>&1
+  scripts/bench-cuda.sh --skip-build ${layers:+--layers "$layers"} -- "$@" > "$out/bench.txt" 2>&1
 fi
 bench_rc=$?
 grep -E '^\|' "$out/bench.txt" | tail -12 | tee -a "$summary"
 note "bench: rc $bench_rc after $((SECONDS - t0)) s"
 
-model=${SYNTH_DIR:-/dev/shm}/dsv4-flash-q2-seed1.gguf
+model=${SYNTH_DIR:-/dev/shm}/dsv4-flash${layers:+-${layers}l}-q2-seed1.gguf
 csv=$out/ncu.csv
 for prompt in $profile_prompts; do
   left=$((budget - (SECONDS - t0)))
