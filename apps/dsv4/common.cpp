@@ -1,6 +1,7 @@
 // apps/dsv4/common.cpp
 #include "dsv4/common.h"
 
+#include <algorithm>
 #include <string>
 
 #include "base/cpu_features.h"
@@ -50,6 +51,22 @@ Result<backend::BackendOptions> backend_options_from_flags() {
   const std::string pdl = flag_value("cuda-pdl");
   if (pdl != "on" && pdl != "off") return invalid_argument("--cuda-pdl: expected on or off, got '" + pdl + "'");
   o.cuda_pdl = pdl == "on";
+  const std::string disable = flag_value("cuda-disable");
+  if (disable != "none") {
+    size_t at = 0;
+    while (at <= disable.size()) {
+      const size_t comma = std::min(disable.find(',', at), disable.size());
+      const std::string form = disable.substr(at, comma - at);
+      if (form == "inline-quant") o.cuda_inline_quant = false;
+      else if (form == "staged-loads") o.cuda_staged_loads = false;
+      else if (form == "hc-cluster") o.cuda_hc_cluster = false;
+      else if (form == "attn-decode") o.cuda_attn_decode = false;
+      else
+        return invalid_argument("--cuda-disable: expected none or a comma-separated list of inline-quant, "
+                                "staged-loads, hc-cluster, attn-decode; got '" + form + "'");
+      at = comma + 1;
+    }
+  }
   const std::string verify = flag_value("verify");
   if (verify != "off" && verify != "cpu") return invalid_argument("--verify: expected off or cpu, got '" + verify + "'");
   o.verify = verify == "cpu";

@@ -569,7 +569,7 @@ void CudaBackend::attention(const backend::AttentionArgs& a) {
   for (int64_t t0 = 0; t0 < n; t0 += G) {
     k.t0 = t0;
     k.n = std::min(G, n - t0);
-    if (detail::decode_attention_fits(k)) {  // attention_decode.cu: keys staged once for a group of heads
+    if (forms().attn_decode && detail::decode_attention_fits(k)) {  // attention_decode.cu: keys staged once for a group of heads
       detail::enqueue_decode_attention_scores(*this, k);
       detail::enqueue_decode_attention_out(*this, k);
       continue;

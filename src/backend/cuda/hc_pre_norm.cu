@@ -169,7 +169,7 @@ void CudaBackend::hc_pre_norm(const backend::HcPreNormArgs& h) {
                       h.scale.ne[0] * h.scale.ne[1] >= 3 && h.base.ne[0] * h.base.ne[1] >= n_mix &&
                       (!h.norm.valid() || h.norm.ne[0] == D);
   bool fused = false;
-  if (shapes) {
+  if (shapes && forms().hc_cluster) {
     dispatch_type(h.fn.type, [&](auto ops) {
       using Ops = decltype(ops);
       if constexpr (Ops::kLanes == 0) {

@@ -85,7 +85,7 @@ __device__ void product_rows(const ProductArgs& a, const uint8_t* w, float* y, i
     if constexpr (stageable<Ops>()) {
       // Runs of 32 blocks through the warp's stage (matmul_types.cuh): lane l still adds the values of
       // blocks l, l + 32, … in ascending order.
-      if (nb % 32 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+      if (a.staged_loads && nb % 32 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
         staged = true;
         constexpr int kRuns = 4;
         __shared__ __align__(16) uint8_t stage[kProductWarps][stage_bytes<Ops, kRuns>()];
@@ -343,8 +343,10 @@ void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_
   enqueue_swiglu_act_quant(be, format, x, nullptr, 0.0f, x_stride, rows, n, dst);
 }
 
-void enqueue_product(CudaBackend& be, const ProductArgs& a) {
-  if (a.rows <= 0 || a.out <= 0) return;
+void enqueue_product(CudaBackend& be, const ProductArgs& args) {
+  if (args.rows <= 0 || args.out <= 0) return;
+  ProductArgs a = args;
+  a.staged_loads = be.forms().staged_loads;
   const bool pair = a.w_z1 != nullptr;
   if (pair && act_format(a.type) == ActFormat::kF32) {  // float weights: the two products one after the other
     ProductArgs first = a, second = a;

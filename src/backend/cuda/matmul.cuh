@@ -82,6 +82,9 @@ struct ProductArgs {
   int64_t rows = 0;
   float* y = nullptr;
   int64_t y_stride = 0;  // floats
+  // One-lane block types may stage runs of 32 blocks through shared memory (set by enqueue_product from
+  // CudaBackend::forms(); the same blocks in the same order either way).
+  bool staged_loads = true;
 };
 void enqueue_product(CudaBackend& be, const ProductArgs& a);
 // Whether the form enqueue_product takes for `a` quantizes the activation rows itself from

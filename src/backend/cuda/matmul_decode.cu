@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
       bool staged = false;
       if constexpr (stageable<Ops>()) {
         // This warp's runs of 32 blocks (part, part + kSplit, …) through its stage (matmul_types.cuh).
-        if (nb % 32 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+        if (a.staged_loads && nb % 32 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
           staged = true;
           constexpr int kRuns = 2;  // with vals[][] under the 48 KiB of static shared memory
           __shared__ __align__(16) uint8_t stage[kProductWarps][stage_bytes<Ops, kRuns>()];
@@ -438,6 +438,7 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
 }  // namespace detail
 
 bool quantizes_inline(const CudaBackend& be, const ProductArgs& a) {
+  if (!be.forms().inline_quant) return false;
   if (a.act_u != nullptr && a.ids == nullptr && a.act_group_rows > 0) return false;
   bool inline_quant = false;
   dispatch_type(a.type, [&](auto ops) {
