@@ -57,13 +57,12 @@ Result<backend::BackendOptions> backend_options_from_flags() {
     while (at <= disable.size()) {
       const size_t comma = std::min(disable.find(',', at), disable.size());
       const std::string form = disable.substr(at, comma - at);
-      if (form == "inline-quant") o.cuda_inline_quant = false;
-      else if (form == "staged-loads") o.cuda_staged_loads = false;
+      if (form == "staged-loads") o.cuda_staged_loads = false;
       else if (form == "hc-cluster") o.cuda_hc_cluster = false;
       else if (form == "attn-decode") o.cuda_attn_decode = false;
       else
-        return invalid_argument("--cuda-disable: expected none or a comma-separated list of inline-quant, "
-                                "staged-loads, hc-cluster, attn-decode; got '" + form + "'");
+        return invalid_argument("--cuda-disable: expected none or a comma-separated list of staged-loads, "
+                                "hc-cluster, attn-decode; got '" + form + "'");
       at = comma + 1;
     }
   }

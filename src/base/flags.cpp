@@ -29,8 +29,7 @@ constexpr FlagSpec kFlags[] = {
      "scheduled while the one before it finishes and wait for it on the device; off: each starts after the one "
      "before it); results are identical"},
     {"cuda-disable", "DSV4_CUDA_DISABLE", "none",
-     "cuda backend: optional kernel forms to leave out, comma-separated: inline-quant (decode products quantize "
-     "their own activation row), staged-loads (Q8_0 blocks staged through shared memory), hc-cluster (HC pre and "
+     "cuda backend: optional kernel forms to leave out, comma-separated: staged-loads (Q8_0 blocks staged through shared memory), hc-cluster (HC pre and "
      "the input norm as one cluster kernel), attn-decode (attention's decode forms); none = use all. Results are "
      "identical; for timing each form"},
     {"verify", "DSV4_VERIFY", "off",

@@ -17,7 +17,6 @@ struct CudaBackendOptions {
   bool graphs = true;  // run each step's kernels as one CUDA graph (same bits as launching them one by one)
   bool pdl = true;     // in those graphs, programmatic dependent launch between consecutive kernels (same bits)
   // Optional kernel forms (--cuda-disable; each gives the same bits as the general kernels it replaces).
-  bool inline_quant = true;  // split/routed decode products quantize their own activation row
   bool staged_loads = true;  // one-lane block types staged through shared memory in runs of 32 blocks
   bool hc_cluster = true;    // hc_pre_norm as one cluster kernel
   bool attn_decode = true;   // attention's decode forms for passes of up to 16 queries

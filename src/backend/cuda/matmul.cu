@@ -529,13 +529,7 @@ void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
         a.act_stride = row_bytes;
         a.act_group_rows = R;
         a.act_group_bytes = in / blk * act_row_bytes(f, blk);
-        a.act_f32 = base;  // group g's floats at base + g·in
-        a.act_f32_stride = stride / 4;
-        a.act_group_floats = in;
-        if (!quantizes_inline(*this, a)) {
-          a.act_f32 = nullptr;
-          enqueue_act_quant(*this, f, base, stride / 4, rows, n, scratch);
-        }
+        enqueue_act_quant(*this, f, base, stride / 4, rows, n, scratch);
         enqueue_product(*this, a);
         return;
       }
@@ -609,16 +603,10 @@ void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
     a.rows = rows;
     a.y = static_cast<float*>(j.y.data);
     a.y_stride = j.y.nb[1] / 4;
-    a.act_f32 = static_cast<const float*>(j.x.data);
-    a.act_f32_stride = xs;
     if (f == ActFormat::kF32) {
-      a.act_f32 = nullptr;
       a.act = j.x.data;
       a.act_stride = j.x.nb[1];
-    } else if (quantizes_inline(*this, a)) {
-      // the decode form quantizes x itself (no act-quant kernel)
     } else {
-      a.act_f32 = nullptr;
       int64_t at = -1;
       for (int i = 0; i < n_seen && at < 0; ++i)
         if (seen[i].x == j.x.data && seen[i].stride == xs && seen[i].n == in && seen[i].rows == rows && seen[i].f == f)

@@ -71,14 +71,6 @@ struct ProductArgs {
   // and up): grid z = 1 reads weight w_z1 and writes y_z1 (quantized weights only; else two launches).
   const void* w_z1 = nullptr;
   float* y_z1 = nullptr;
-  // The decode forms that quantize their activation rows themselves (quantizes_inline below): the
-  // float rows, act_f32_stride floats apart (row j = r / act_div as above; grouped products: group g at
-  // act_f32 + g·act_group_floats); with act_u set (same layout) element i is swiglu_clamp(act_f32[i],
-  // act_u[i], act_limit). act is then unused: no separate quantization kernel, the same bits.
-  const float* act_f32 = nullptr;
-  const float* act_u = nullptr;
-  float act_limit = 0;
-  int64_t act_f32_stride = 0, act_group_floats = 0;
   int64_t rows = 0;
   float* y = nullptr;
   int64_t y_stride = 0;  // floats
@@ -87,11 +79,6 @@ struct ProductArgs {
   bool staged_loads = true;
 };
 void enqueue_product(CudaBackend& be, const ProductArgs& a);
-// Whether the form enqueue_product takes for `a` quantizes the activation rows itself from
-// ProductArgs::act_f32 (matmul_decode.cu: the split form of one activation row, and the routed form
-// for up to 64 pairs, when the quantized row fits their shared memory): then the caller sets act_f32
-// (and act_u) instead of enqueueing a quantization.
-bool quantizes_inline(const CudaBackend& be, const ProductArgs& a);
 
 // dst row r (n floats at dst + r·n) = row r of a device weight of `type` (rows row_bytes apart)
 // dequantized as the CPU's dequantize_row (quant_ref.h's block dequantizers; I32 converted to float);

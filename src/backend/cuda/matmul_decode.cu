@@ -155,7 +155,6 @@ constexpr bool has_tables() {
 // weight loads in flight together; a CTA's set-up — the activation row and the tables — serves
 // 8·kRoutedRows rows): a routed product of 2048 rows is then 64 CTAs per pair instead of 256.
 constexpr int kRoutedRows = 4;
-constexpr int64_t kRoutedInlineMaxPairs = 64;  // routed products that quantize their rows themselves
 
 template <typename Ops>
 __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(ProductArgs a) {
@@ -177,11 +176,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
   float* yz = blockIdx.z == 0 ? a.y : a.y_z1;
   for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
     const uint8_t* src = static_cast<const uint8_t*>(a.act) + (r / a.act_div) * a.act_stride;
-    if (a.act_f32 != nullptr) {  // the pair's activation row quantized here (ProductArgs::act_f32)
-      const int64_t j = (r / a.act_div) * a.act_f32_stride;
-      quantize_row_cta<Ops::kAct>(a.act_f32 + j, a.act_u != nullptr ? a.act_u + j : nullptr, a.act_limit,
-                                  a.in / ActOps<Ops::kAct>::kBlock, act_s, warp, kProductWarps, lane);
-    } else if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && act_bytes % 16 == 0) {
+    if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && act_bytes % 16 == 0) {
       for (int64_t q = tid; q < act_bytes / 16; q += blockDim.x)
         reinterpret_cast<uint4*>(act_s)[q] = __ldg(reinterpret_cast<const uint4*>(src) + q);
     } else {
@@ -241,7 +236,6 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
 // from 0, one plain add each, exactly product_rows's partials) and runs the shuffle tree: the bits of
 // product_rows, whose lanes add the same values in the same order.
 constexpr int kSplitMaxBlocks = 1024;  // blocks per row this kernel holds in shared memory
-constexpr int64_t kSplitInlineActMax = 10 * 1024;  // activation bytes it quantizes itself (8192 floats of Q8_0)
 
 template <typename Ops, int kSplit>
 __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(ProductArgs a) {
@@ -250,23 +244,13 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
   prefetch_weight_rows(a, blockIdx.x * static_cast<int64_t>(kRows), kRows);
   wait_for_producer();
   __shared__ float vals[kRows][kSplitMaxBlocks];
-  __shared__ __align__(16) uint8_t act_q[kSplitInlineActMax];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
   const int slot = warp / kSplit, part = warp % kSplit;
   const int64_t o = blockIdx.x * static_cast<int64_t>(kRows) + slot;
   const int64_t nb = a.in / Ops::kBlock;
   constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
-  const uint8_t* act;
-  if (a.act_f32 != nullptr) {  // the row (the CTA's group of it) quantized here (ProductArgs::act_f32)
-    const int64_t o0 = blockIdx.x * static_cast<int64_t>(kRows);
-    const float* x = a.act_f32 + (a.act_group_rows > 0 ? (o0 / a.act_group_rows) * a.act_group_floats : 0);
-    quantize_row_cta<Ops::kAct>(x, a.act_u, a.act_limit, a.in / ActOps<Ops::kAct>::kBlock, act_q, warp, kProductWarps,
-                                lane);
-    __syncthreads();
-    act = act_q;
-  } else {
-    act = static_cast<const uint8_t*>(a.act) + (a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0);
-  }
+  const uint8_t* act =
+      static_cast<const uint8_t*>(a.act) + (a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0);
   if (o < a.out) {
     const uint8_t* w = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1) + o * a.w_row_bytes;
     if constexpr (Ops::kLanes == 1) {
@@ -436,29 +420,5 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
 }
 
 }  // namespace detail
-
-bool quantizes_inline(const CudaBackend& be, const ProductArgs& a) {
-  if (!be.forms().inline_quant) return false;
-  if (a.act_u != nullptr && a.ids == nullptr && a.act_group_rows > 0) return false;
-  bool inline_quant = false;
-  dispatch_type(a.type, [&](auto ops) {
-    using Ops = decltype(ops);
-    if constexpr (Ops::kLanes > 0) {
-      const int64_t act_bytes = a.in / ActOps<Ops::kAct>::kBlock * ActOps<Ops::kAct>::kBytes;
-      if constexpr (Ops::kLanes > 1) {
-        if (a.ids != nullptr) {
-          // The routed form, for a decode step's few pairs: every CTA quantizes its pair's row, which
-          // for a prefill chunk's thousands of pairs would redo each row once per CTA (64-128 times).
-          inline_quant = act_bytes <= kRoutedActMax && a.rows <= kRoutedInlineMaxPairs;
-          return;
-        }
-      }
-      const int split = split_factor(be, a);
-      inline_quant = split > 1 && act_bytes <= kSplitInlineActMax &&
-                     (a.act_group_rows == 0 || a.act_group_rows % (kProductWarps / split) == 0);
-    }
-  });
-  return inline_quant;
-}
 
 }  // namespace dsv4::cuda

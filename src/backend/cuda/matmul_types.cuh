@@ -384,14 +384,6 @@ __device__ __forceinline__ void quantize_block_warp(const float* x, const float*
   }
 }
 
-// The whole activation row (n_blocks blocks of F) into dst by a CTA's warps (warp w: blocks w, w + warps,
-// …); the caller synchronises the CTA before reading dst.
-template <ActFormat F>
-__device__ __forceinline__ void quantize_row_cta(const float* x, const float* u, float limit, int64_t n_blocks,
-                                                 uint8_t* dst, int warp, int warps, int lane) {
-  for (int64_t b = warp; b < n_blocks; b += warps) quantize_block_warp<F>(x, u, limit, b, dst + b * ActOps<F>::kBytes, lane);
-}
-
 // --- staged runs of one-lane blocks -------------------------------------------------------------------
 //
 // A weight type with one lane per block (Q8_0, MXFP4, the ROCm FP4 types) read in place costs each lane

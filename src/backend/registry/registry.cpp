@@ -23,7 +23,6 @@ cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
   cuda::CudaBackendOptions o;
   o.graphs = options.cuda_graphs;
   o.pdl = options.cuda_pdl;
-  o.inline_quant = options.cuda_inline_quant;
   o.staged_loads = options.cuda_staged_loads;
   o.hc_cluster = options.cuda_hc_cluster;
   o.attn_decode = options.cuda_attn_decode;

@@ -384,6 +384,36 @@ TEST_P(CudaModelTest, GraphStepsEqualEagerLaunches) {
   EXPECT_GT(eager_stats.eager_launches, 0);
 }
 
+// --cuda-disable staged-loads,hc-cluster,attn-decode: the optional kernel forms left out, the general
+// kernels they replace run instead. Same bits: a chunked prompt and 24 decode steps compared bit for bit
+// with the default backend (every form in) and the CPU.
+TEST_P(CudaModelTest, OptionalFormsLeftOutGiveTheSameBits) {
+  backend::BackendOptions o;
+  o.kind = backend::BackendKind::kCuda;
+  o.cuda_staged_loads = o.cuda_hc_cluster = o.cuda_attn_decode = false;
+  auto plain_backend = backend::create_backend(o);
+  ASSERT_TRUE(plain_backend.ok()) << plain_backend.status().to_string();
+  auto plain_model = Model::load(model_path(GetParam()), **plain_backend);
+  ASSERT_TRUE(plain_model.ok()) << plain_model.status().to_string();
+  Session forms(*cuda_model_, 1024, 48), plain(**plain_model, 1024, 48), cpu(*cpu_model_, 1024, 48);
+  ASSERT_TRUE(forms.status().ok() && plain.status().ok() && cpu.status().ok());
+  const auto prompt = tokens(120, 13);
+  const auto lf = run(forms, prompt, 48), lp = run(plain, prompt, 48), lc = run(cpu, prompt, 48);
+  EXPECT_EQ(diff(lf, lp, vocab_), "") << "prefill: all forms vs none";
+  EXPECT_EQ(diff(lp, lc, vocab_), "") << "prefill: no forms vs cpu";
+  std::vector<float> f(static_cast<size_t>(vocab_)), p(f.size()), c(f.size());
+  int32_t tok = 7;
+  for (int i = 0; i < 24; ++i) {
+    tok = static_cast<int32_t>((tok * 41 + 3) % vocab_);
+    const std::span<const int32_t> t(&tok, 1);
+    ASSERT_TRUE(forms.forward(t, f.data(), false).ok());
+    ASSERT_TRUE(plain.forward(t, p.data(), false).ok());
+    ASSERT_TRUE(cpu.forward(t, c.data(), false).ok());
+    EXPECT_EQ(diff(f, p, vocab_), "") << "decode step " << i << ": all forms vs none";
+    EXPECT_EQ(diff(p, c, vocab_), "") << "decode step " << i << ": no forms vs cpu";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Mixes, CudaModelTest, ::testing::Values(Mix::kF32, Mix::kQ8_0, Mix::kQ2),
                          [](const ::testing::TestParamInfo<Mix>& i) { return mix_name(i.param); });
 
