@@ -262,6 +262,7 @@ std::span<const TypeKernels> iq2_xxs_type_kernels() {
       .prepare_act = {nullptr, iq2_xxs_prepare_act_avx2, nullptr, iq2_xxs_prepare_act_avx512vbmi},
       .vec_dot_rows_prepared = {nullptr, iq2_xxs_vec_dot_rows_prepared_avx2, nullptr, iq2_xxs_vec_dot_rows_prepared_avx512vbmi},
       .vec_dot_tile = {nullptr, iq2_xxs_vec_dot_tile_prepared_avx2, nullptr, iq2_xxs_vec_dot_tile_prepared_avx512vbmi},
+      .tile_cols = {0, kIq2XxsAvx2TileCols, 0, 0},
   }};
   return table;
 }

@@ -26,7 +26,9 @@ int64_t iq2_xxs_prepared_act_bytes_avx2(int64_t n);
 void iq2_xxs_prepare_act_avx2(const void* act, int64_t n, void* out);
 void iq2_xxs_vec_dot_rows_prepared_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,
                                         float* out);
-// The AVX2 tile form (quant.h VecDotTileFn) on those prepared columns: each weight block decoded once per nc columns.
+// The AVX2 tile form (quant.h VecDotTileFn) on those prepared columns: each weight block decoded once per nc columns
+// (up to kIq2XxsAvx2TileCols: a block's decode costs about as much as 8 columns' dots).
+constexpr int kIq2XxsAvx2TileCols = 16;
 void iq2_xxs_vec_dot_tile_prepared_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared,
                                         int64_t prep_stride, int nr, int nc, float* out, int64_t out_stride);
 // kAvx512 level (no VBMI): none of its own; the AVX2 kernels run there (faster, measured).

@@ -270,7 +270,7 @@ inline void decode_block(const BlockIq2Xxs& w, DecodedBlock& out) {
 // summing to the isum). R = 2, C = 4: 8 sums, 2 rows' weights and scales, a column and a product in 14 ymm.
 template <int R, int C>
 inline void tile_block(const DecodedBlock* dec, const ActChunk* const* cols, int c0, int k,
-                       __m256i (*part)[kMaxTileCols][kChunk]) {
+                       __m256i (*part)[kIq2XxsAvx2TileCols][kChunk]) {
   __m256i s[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) s[r][c] = _mm256_setzero_si256();
@@ -296,7 +296,7 @@ inline void tile_block(const DecodedBlock* dec, const ActChunk* const* cols, int
 }
 
 using TileBlockFn = void (*)(const DecodedBlock*, const ActChunk* const*, int, int,
-                             __m256i (*)[kMaxTileCols][kChunk]);
+                             __m256i (*)[kIq2XxsAvx2TileCols][kChunk]);
 constexpr TileBlockFn kTileBlock[2][4] = {
     {tile_block<1, 1>, tile_block<1, 2>, tile_block<1, 3>, tile_block<1, 4>},
     {tile_block<2, 1>, tile_block<2, 2>, tile_block<2, 3>, tile_block<2, 4>},
@@ -307,16 +307,16 @@ void dot_tile_prepared(int64_t n, const void* w, int64_t w_stride, const void* p
   const int64_t nb = n / 256;
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* prep = static_cast<const uint8_t*>(prepared);
-  __m256 acc[4][kMaxTileCols][4];
+  __m256 acc[4][kIq2XxsAvx2TileCols][4];
   for (auto& row : acc)
     for (auto& col : row)
       for (auto& v : col) v = _mm256_setzero_ps();
   DecodedBlock dec[4];
-  alignas(32) __m256i part[4][kMaxTileCols][kChunk];
+  alignas(32) __m256i part[4][kIq2XxsAvx2TileCols][kChunk];
   int64_t t = 0;
   for (int64_t b = 0; b < nb; b += kChunk, ++t) {
     const int count = nb - b >= kChunk ? kChunk : static_cast<int>(nb - b);
-    const ActChunk* cols[kMaxTileCols];
+    const ActChunk* cols[kIq2XxsAvx2TileCols];
     for (int c = 0; c < nc; ++c) cols[c] = reinterpret_cast<const ActChunk*>(prep + c * prep_stride) + t;
     for (int k = 0; k < count; ++k) {
       for (int r = 0; r < nr; ++r) decode_block(reinterpret_cast<const BlockIq2Xxs*>(wp + r * w_stride)[b + k], dec[r]);

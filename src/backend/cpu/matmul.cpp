@@ -71,6 +71,7 @@ RowKernel row_kernel(const CpuContext& ctx, const TypeKernels& k, int64_t n, int
   if (cols > 1 && (rk.prepare != nullptr || k.prepare_act[level] == nullptr)) {
     rk.tile = k.vec_dot_tile[level];
     if (k.tile_rows[level] > 0) rk.tile_rows = k.tile_rows[level];
+    if (k.tile_cols[level] > 0) rk.tile_cols = k.tile_cols[level];
   }
   if (uses_amx(ctx, k, cols)) rk.amx = &k.amx;
   return rk;
@@ -102,8 +103,8 @@ void run_rows(const RowKernel& rk, const uint8_t* wb, int64_t w_row_bytes, int64
     for (int64_t c0 = 0; c0 < cols; c0 += kColChunk) {
       const int64_t c_end = std::min(cols, c0 + kColChunk);
       if (rk.tile != nullptr) {
-        for (int64_t c = c0; c < c_end; c += kMaxTileCols) {
-          const int nc = static_cast<int>(std::min<int64_t>(kMaxTileCols, c_end - c));
+        for (int64_t c = c0; c < c_end; c += rk.tile_cols) {
+          const int nc = static_cast<int>(std::min<int64_t>(rk.tile_cols, c_end - c));
           for (int64_t r = rt; r < rt_end; r += rk.tile_rows) {
             const int nr = static_cast<int>(std::min<int64_t>(rk.tile_rows, rt_end - r));
             rk.tile(n, wb + r * w_row_bytes, w_row_bytes, act + c * a_row_bytes, a_row_bytes, nr, nc, y + c * y_stride + r,

@@ -30,6 +30,7 @@ struct RowKernel {
   int64_t prep_bytes;
   VecDotTileFn tile = nullptr;  // non-null (cols > 1): rows x columns per call
   int tile_rows = 4;            // rows per tile call
+  int tile_cols = kMaxTileCols;  // columns per tile call (at most kMaxTileColsAny)
   const AmxKernels* amx = nullptr;  // non-null: AMX tiles over packed column groups instead of all the above
 };
 

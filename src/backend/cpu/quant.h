@@ -55,6 +55,9 @@ using VecDotTileFn = void (*)(int64_t n, const void* w, int64_t w_stride, const 
 // 8: 16 (one decode per ~12-token MoE expert of a 512-token prefill chunk) measured no faster in the
 // model and slower for IQ2_XXS at 64/512 columns (its prepared activations for 16 columns outgrow L1).
 constexpr int kMaxTileCols = 8;
+// A type's tile may take more columns per call (TypeKernels::tile_cols), at most this many: the AVX2
+// IQ2_XXS tile, whose weight decode costs about as much as 8 columns' dots, takes 16.
+constexpr int kMaxTileColsAny = 16;
 constexpr int kMaxTileRows = 16;  // TypeKernels::tile_rows
 
 // Optional matrix x matrix on AMX int8 tiles (CpuContext::use_amx, set only where
@@ -101,6 +104,9 @@ struct TypeKernels {
   VecDotTileFn vec_dot_tile[kSimdLevelCount] = {};
   // Rows one vec_dot_tile call takes at that level (nr 1..tile_rows); 0 means 4. At most kMaxTileRows.
   int tile_rows[kSimdLevelCount] = {};
+  // Columns one vec_dot_tile call takes at that level (nc 1..tile_cols); 0 means kMaxTileCols. At most
+  // kMaxTileColsAny.
+  int tile_cols[kSimdLevelCount] = {};
   AmxKernels amx = {};  // optional (AVX-512 levels only)
 };
 

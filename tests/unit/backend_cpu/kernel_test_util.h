@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -74,9 +75,9 @@ inline void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 inline void put_f32(uint8_t* p, float v) { std::memcpy(p, &v, 4); }
 
 // Every tile kernel (quant.h VecDotTileFn) of k at a runnable level, called directly on `w_rows` weight
-// rows (row i at w + i * w_stride) and `cols` (<= kMaxTileCols) quantized activation rows (column c at
+// rows (row i at w + i * w_stride) and `cols` (<= kMaxTileColsAny) quantized activation rows (column c at
 // act + c * act_stride, prepared first when the level has prepare_act): for every nr (1..the level's
-// tile_rows, at most w_rows) and nc (1..cols), out[c][i] must equal the scalar vec_dot of row i and
+// tile_rows, at most w_rows) and nc (1..cols, at most the level's tile_cols), out[c][i] must equal the scalar vec_dot of row i and
 // column c bit for bit (or both NaN). A level whose tile takes more rows than w_rows fails: give the
 // test enough rows. Returns how many levels had a tile kernel.
 inline int expect_tiles_match_scalar(const TypeKernels& k, int64_t n, const uint8_t* w, int64_t w_stride,
@@ -102,9 +103,10 @@ inline int expect_tiles_match_scalar(const TypeKernels& k, int64_t n, const uint
       ADD_FAILURE() << what << ": level " << level << " tiles " << max_rows << " rows, the test gave " << w_rows;
       return levels;
     }
+    const int max_cols = std::min(cols, k.tile_cols[level] > 0 ? k.tile_cols[level] : kMaxTileCols);
     for (int nr = 1; nr <= max_rows; ++nr) {
-      for (int nc = 1; nc <= cols; ++nc) {
-        std::vector<float> out(static_cast<size_t>(kMaxTileRows * kMaxTileCols), -1.0f);
+      for (int nc = 1; nc <= max_cols; ++nc) {
+        std::vector<float> out(static_cast<size_t>(kMaxTileRows * kMaxTileColsAny), -1.0f);
         tile(n, w, w_stride, a, a_stride, nr, nc, out.data(), kMaxTileRows);
         for (int c = 0; c < nc; ++c)
           for (int i = 0; i < nr; ++i) {
