@@ -151,8 +151,10 @@ __global__ void __launch_bounds__(kRouteThreads) route_kernel(RouteK r) {
 // lane in registers; the CTA form's six rounds of a shared-memory tree took ~12 µs per token): lane l
 // holds experts l, l + 32, …; each of the K rounds takes every lane's best untaken expert and an xor
 // butterfly of ranks_before (a strict total order, so every lane ends with the one best, as any tree
-// would); the owner marks it taken. Lane 0 then sums the K scores from 0 in slot order and writes the
-// weights: route_kernel's bits.
+// would); the owner marks it taken. Every lane adds the round's score to its sum (the same K values from
+// 0 in slot order: route_kernel's sum) and lane k keeps round k's expert and score, so the K ≤ 32 slots
+// are written by their lanes at the end: route_kernel's bits, with no serial tail that re-reads ids and
+// logits from memory.
 constexpr int kRouteLaneMax = 8;
 constexpr int kRouteWarpsPerCta = 4;
 
@@ -173,8 +175,9 @@ __global__ void __launch_bounds__(32 * kRouteWarpsPerCta) route_warp_kernel(Rout
   }
   int32_t* id = r.ids + t * r.i_stride;
   float* wt = r.weights + t * r.w_stride;
-  float sum = 0.0f;
-  for (int64_t k = 0; k < r.K; ++k) {
+  float sum = 0.0f, my_score = 0.0f;
+  int32_t my_id = -1;
+  for (int k = 0; k < static_cast<int>(r.K); ++k) {
     int32_t best = -1;
     float best_sel = 0.0f, best_score = 0.0f;
 #pragma unroll
@@ -197,15 +200,15 @@ __global__ void __launch_bounds__(32 * kRouteWarpsPerCta) route_warp_kernel(Rout
       }
     }
     if (best >= 0 && best % 32 == lane) taken |= 1u << (best / 32);
-    if (lane == 0) {
-      id[k] = best;
-      sum += best_score;  // route_kernel: sum += s_score[id[i]] for i ascending from 0
+    if (lane == k) {
+      my_id = best;
+      my_score = best_score;  // = route_score(lt, best), computed by its owner lane
     }
+    sum += best_score;  // route_kernel: sum += s_score[id[i]] for i ascending from 0
   }
-  if (lane != 0) return;
-  for (int64_t k = 0; k < r.K; ++k) {
-    const float w = route_score(lt, id[k]);
-    wt[k] = (r.norm ? hd::div(w, sum + 1e-20f) : w) * r.scale;
+  if (lane < r.K) {
+    id[lane] = my_id;
+    wt[lane] = (r.norm ? hd::div(my_score, sum + 1e-20f) : my_score) * r.scale;
   }
 }
 
@@ -276,7 +279,7 @@ void CudaBackend::route(const backend::RouteArgs& r) {
                           std::to_string(kRouteMaxE)));
     return;
   }
-  if (!hash && E <= 32 * kRouteLaneMax) {
+  if (!hash && E <= 32 * kRouteLaneMax && K <= 32) {
     launch("route_warp_kernel", route_warp_kernel, static_cast<unsigned>((n + kRouteWarpsPerCta - 1) / kRouteWarpsPerCta),
            32 * kRouteWarpsPerCta, 0, k);
     return;
