@@ -158,6 +158,56 @@ class CudaModelTest : public ::testing::TestWithParam<Mix> {
     return out;
   }
 
+  // A second CUDA backend with options `o` (kind cuda) and this test's model loaded on it; the model
+  // is null (with a failure recorded) when either step fails.
+  struct OtherCuda {
+    std::unique_ptr<backend::Backend> backend;
+    std::unique_ptr<Model> model;
+  };
+  OtherCuda other_cuda(backend::BackendOptions o) {
+    o.kind = backend::BackendKind::kCuda;
+    OtherCuda c;
+    auto b = backend::create_backend(o);
+    if (!b.ok()) {
+      ADD_FAILURE() << b.status().to_string();
+      return c;
+    }
+    c.backend = std::move(*b);
+    auto m = Model::load(model_path(GetParam()), *c.backend);
+    if (!m.ok()) {
+      ADD_FAILURE() << m.status().to_string();
+      return c;
+    }
+    c.model = std::move(*m);
+    return c;
+  }
+
+  // This test's CUDA model (`a`) against `other` and the CPU, bit for bit: a prompt of prompt_n tokens
+  // (seed) in chunks of `chunk`, then `steps` decode steps of tokens tok = (tok·mul + add) % vocab from
+  // tok0; after_prefill runs between the two phases (e.g. to read launch statistics).
+  template <typename F>
+  void expect_same_bits(Model& other, const char* a, const char* b, int64_t prompt_n, uint32_t seed, int64_t chunk,
+                        int steps, int32_t tok0, int32_t mul, int32_t add, F&& after_prefill) {
+    Session sa(*cuda_model_, 1024, chunk), sb(other, 1024, chunk), cpu(*cpu_model_, 1024, chunk);
+    ASSERT_TRUE(sa.status().ok() && sb.status().ok() && cpu.status().ok());
+    const auto prompt = tokens(prompt_n, seed);
+    const auto la = run(sa, prompt, chunk), lb = run(sb, prompt, chunk), lc = run(cpu, prompt, chunk);
+    EXPECT_EQ(diff(la, lb, vocab_), "") << "prefill: " << a << " vs " << b;
+    EXPECT_EQ(diff(la, lc, vocab_), "") << "prefill: " << a << " vs cpu";
+    after_prefill();
+    std::vector<float> ga(static_cast<size_t>(vocab_)), gb(ga.size()), gc(ga.size());
+    int32_t tok = tok0;
+    for (int i = 0; i < steps; ++i) {
+      tok = static_cast<int32_t>((tok * mul + add) % vocab_);
+      const std::span<const int32_t> t(&tok, 1);
+      ASSERT_TRUE(sa.forward(t, ga.data(), false).ok());
+      ASSERT_TRUE(sb.forward(t, gb.data(), false).ok());
+      ASSERT_TRUE(cpu.forward(t, gc.data(), false).ok());
+      EXPECT_EQ(diff(ga, gb, vocab_), "") << "decode step " << i << ": " << a << " vs " << b;
+      EXPECT_EQ(diff(ga, gc, vocab_), "") << "decode step " << i << ": " << a << " vs cpu";
+    }
+  }
+
   // The CPU backend's logits of every position of `t` (one whole-prompt forward).
   std::vector<float> cpu_ref(const std::vector<int32_t>& t) {
     Session s(*cpu_model_, kCtx);
@@ -346,32 +396,14 @@ TEST_P(CudaModelTest, SampledDecodeOnDeviceEqualsCpu) {
 // The graphs have programmatic edges (--cuda-pdl on, the default); eager launches have none.
 TEST_P(CudaModelTest, GraphStepsEqualEagerLaunches) {
   backend::BackendOptions o;
-  o.kind = backend::BackendKind::kCuda;
   o.cuda_graphs = false;
-  auto eager_backend = backend::create_backend(o);
-  ASSERT_TRUE(eager_backend.ok()) << eager_backend.status().to_string();
-  auto eager_model = Model::load(model_path(GetParam()), **eager_backend);
-  ASSERT_TRUE(eager_model.ok()) << eager_model.status().to_string();
-  Session graph(*cuda_model_, 1024, 64), eager(**eager_model, 1024, 64), cpu(*cpu_model_, 1024, 64);
-  ASSERT_TRUE(graph.status().ok() && eager.status().ok() && cpu.status().ok());
-  const auto prompt = tokens(150, 9);
-  const auto lg = run(graph, prompt, 64), le = run(eager, prompt, 64), lc = run(cpu, prompt, 64);
-  EXPECT_EQ(diff(lg, le, vocab_), "") << "prefill: graph vs eager";
-  EXPECT_EQ(diff(lg, lc, vocab_), "") << "prefill: graph vs cpu";
-  const backend::LaunchStats before = cuda_->launch_stats();
-  std::vector<float> g(static_cast<size_t>(vocab_)), e(g.size()), c(g.size());
-  int32_t tok = 5;
+  const OtherCuda eager_cuda = other_cuda(o);
+  ASSERT_NE(eager_cuda.model, nullptr);
   constexpr int kSteps = 40;
-  for (int i = 0; i < kSteps; ++i) {
-    tok = static_cast<int32_t>((tok * 37 + 11) % vocab_);
-    const std::span<const int32_t> t(&tok, 1);
-    ASSERT_TRUE(graph.forward(t, g.data(), false).ok());
-    ASSERT_TRUE(eager.forward(t, e.data(), false).ok());
-    ASSERT_TRUE(cpu.forward(t, c.data(), false).ok());
-    EXPECT_EQ(diff(g, e, vocab_), "") << "decode step " << i << ": graph vs eager";
-    EXPECT_EQ(diff(g, c, vocab_), "") << "decode step " << i << ": graph vs cpu";
-  }
-  const backend::LaunchStats after = cuda_->launch_stats(), eager_stats = (*eager_backend)->launch_stats();
+  backend::LaunchStats before;
+  expect_same_bits(*eager_cuda.model, "graph", "eager", 150, 9, 64, kSteps, 5, 37, 11,
+                   [&] { before = cuda_->launch_stats(); });
+  const backend::LaunchStats after = cuda_->launch_stats(), eager_stats = eager_cuda.backend->launch_stats();
   const int64_t launches = after.graph_launches - before.graph_launches, built = after.graphs_built - before.graphs_built;
   std::printf("graph path, %d decode steps: %lld graph launches, %lld graphs built, %lld nodes, %lld patched\n", kSteps,
               static_cast<long long>(launches), static_cast<long long>(built),
@@ -389,29 +421,10 @@ TEST_P(CudaModelTest, GraphStepsEqualEagerLaunches) {
 // with the default backend (every form in) and the CPU.
 TEST_P(CudaModelTest, OptionalFormsLeftOutGiveTheSameBits) {
   backend::BackendOptions o;
-  o.kind = backend::BackendKind::kCuda;
   o.cuda_staged_loads = o.cuda_hc_cluster = o.cuda_attn_decode = false;
-  auto plain_backend = backend::create_backend(o);
-  ASSERT_TRUE(plain_backend.ok()) << plain_backend.status().to_string();
-  auto plain_model = Model::load(model_path(GetParam()), **plain_backend);
-  ASSERT_TRUE(plain_model.ok()) << plain_model.status().to_string();
-  Session forms(*cuda_model_, 1024, 48), plain(**plain_model, 1024, 48), cpu(*cpu_model_, 1024, 48);
-  ASSERT_TRUE(forms.status().ok() && plain.status().ok() && cpu.status().ok());
-  const auto prompt = tokens(120, 13);
-  const auto lf = run(forms, prompt, 48), lp = run(plain, prompt, 48), lc = run(cpu, prompt, 48);
-  EXPECT_EQ(diff(lf, lp, vocab_), "") << "prefill: all forms vs none";
-  EXPECT_EQ(diff(lp, lc, vocab_), "") << "prefill: no forms vs cpu";
-  std::vector<float> f(static_cast<size_t>(vocab_)), p(f.size()), c(f.size());
-  int32_t tok = 7;
-  for (int i = 0; i < 24; ++i) {
-    tok = static_cast<int32_t>((tok * 41 + 3) % vocab_);
-    const std::span<const int32_t> t(&tok, 1);
-    ASSERT_TRUE(forms.forward(t, f.data(), false).ok());
-    ASSERT_TRUE(plain.forward(t, p.data(), false).ok());
-    ASSERT_TRUE(cpu.forward(t, c.data(), false).ok());
-    EXPECT_EQ(diff(f, p, vocab_), "") << "decode step " << i << ": all forms vs none";
-    EXPECT_EQ(diff(p, c, vocab_), "") << "decode step " << i << ": no forms vs cpu";
-  }
+  const OtherCuda plain_cuda = other_cuda(o);
+  ASSERT_NE(plain_cuda.model, nullptr);
+  expect_same_bits(*plain_cuda.model, "all forms", "no forms", 120, 13, 48, 24, 7, 41, 3, [] {});
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixes, CudaModelTest, ::testing::Values(Mix::kF32, Mix::kQ8_0, Mix::kQ2),
