@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
     --model) model=$2; shift ;;
     --log-dir) log_dir=$2; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "bench-cuda-ab.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
