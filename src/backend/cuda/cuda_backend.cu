@@ -121,7 +121,7 @@ void dequantize_row(const uint8_t* src, float* out, int64_t n, F dequantize_bloc
 // --- creation -------------------------------------------------------------------------------------
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
-    : device_(options.device), graphs_(options.graphs), forms_(options) {
+    : device_(options.device), graphs_(options.graphs), forms_(options.forms) {
   steps_.set_programmatic(options.pdl);
 }
 

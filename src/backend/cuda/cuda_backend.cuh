@@ -123,8 +123,8 @@ class CudaBackend final : public backend::Backend {
   const backend::StepBounds& bounds() const { return bounds_; }
   int sm_count() const { return sm_count_; }
   int device() const { return device_; }
-  // The optional kernel forms this backend may use (CudaBackendOptions, --cuda-disable).
-  const CudaBackendOptions& forms() const { return forms_; }
+  // The optional kernel forms this backend may use (--cuda-disable).
+  const CudaKernelForms& forms() const { return forms_; }
   // Device bytes of weights loaded (load_weight + load_weight_f32).
   int64_t weight_bytes() const { return weight_bytes_; }
 
@@ -143,7 +143,7 @@ class CudaBackend final : public backend::Backend {
  private:
   int device_ = 0;
   bool graphs_ = true;
-  CudaBackendOptions forms_;
+  CudaKernelForms forms_;
   cudaStream_t stream_ = nullptr;
   StepGraph steps_;
   StagedUpload staging_;  // weight uploads (load_weight) until the first step

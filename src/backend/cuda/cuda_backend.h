@@ -12,14 +12,18 @@
 
 namespace dsv4::cuda {
 
+// Optional kernel forms (--cuda-disable; each gives the same bits as the general kernels it replaces).
+struct CudaKernelForms {
+  bool staged_loads = true;  // one-lane block types staged through shared memory in runs of 32 blocks
+  bool hc_cluster = true;    // hc_pre_norm as one cluster kernel
+  bool attn_decode = true;   // attention's decode forms for passes of up to 16 queries
+};
+
 struct CudaBackendOptions {
   int device = 0;      // CUDA device ordinal
   bool graphs = true;  // run each step's kernels as one CUDA graph (same bits as launching them one by one)
   bool pdl = true;     // in those graphs, programmatic dependent launch between consecutive kernels (same bits)
-  // Optional kernel forms (--cuda-disable; each gives the same bits as the general kernels it replaces).
-  bool staged_loads = true;  // one-lane block types staged through shared memory in runs of 32 blocks
-  bool hc_cluster = true;    // hc_pre_norm as one cluster kernel
-  bool attn_decode = true;   // attention's decode forms for passes of up to 16 queries
+  CudaKernelForms forms;
 };
 
 // A CUDA backend on `device`. Errors name the cause: no driver, no device, a device that is not

@@ -23,9 +23,9 @@ cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
   cuda::CudaBackendOptions o;
   o.graphs = options.cuda_graphs;
   o.pdl = options.cuda_pdl;
-  o.staged_loads = options.cuda_staged_loads;
-  o.hc_cluster = options.cuda_hc_cluster;
-  o.attn_decode = options.cuda_attn_decode;
+  o.forms.staged_loads = options.cuda_staged_loads;
+  o.forms.hc_cluster = options.cuda_hc_cluster;
+  o.forms.attn_decode = options.cuda_attn_decode;
   return o;
 }
 #endif
