@@ -74,7 +74,7 @@ note "bench: rc $bench_rc after $((SECONDS - t0)) s"
 model=${SYNTH_DIR:-/dev/shm}/dsv4-flash${layers:+-${layers}l}-q2-seed1.gguf
 if [ "$forms" -eq 1 ]; then
   note "== 2b. forms left out ($(date -u +%H:%M:%S)): decode d0 / d4096, prefill 64 (tok/s)"
-  for form in none staged-loads hc-cluster attn-decode; do
+  for form in none staged-loads hc-cluster attn-decode stream-products; do
     left=$((budget - (SECONDS - t0)))
     if [ "$left" -lt 70 ] || [ ! -s "$model" ]; then note "$form: skipped ($left s left)"; continue; fi
     echo "=== --cuda-disable $form" >> "$out/forms.txt"

@@ -17,6 +17,7 @@ struct CudaKernelForms {
   bool staged_loads = true;  // one-lane block types staged through shared memory in runs of 32 blocks
   bool hc_cluster = true;    // hc_pre_norm as one cluster kernel
   bool attn_decode = true;   // attention's decode forms for passes of up to 16 queries
+  bool stream_products = true;  // many-row one-row products streamed by a resident grid (with staged_loads)
 };
 
 struct CudaBackendOptions {

@@ -9,6 +9,8 @@
 //   routed:     K/IQ experts of moe's pairs: the pair's activation row (and the IQ2_XXS tables) in
 //               shared memory once per CTA.
 //   split:      few output rows of one quantized activation row: several warps per output row.
+//   stream:     many output rows of one activation row, one-lane block types: a grid the SMs hold at
+//               once, each warp a range of rows with its next loads in flight.
 // Every form computes the bits of product_kernel (matmul.cu): the same lane partials in the same
 // order, then the same shuffle tree (the comments at each kernel say how).
 //
@@ -300,6 +302,74 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
   if (lane == 0) (blockIdx.z == 0 ? a.y : a.y_z1)[o] = p;
 }
 
+// One activation row × a stageable one-lane type with many output rows (decode's q_b and the grouped
+// W_oa: 8192-32768 rows of 1-4 runs of 32 blocks), which the general product_kernel runs as one warp
+// per row — every warp one memory latency, then its compute, then it leaves, and ~1.3 waves of CTAs
+// for the 8192-row W_oa (a second, mostly idle wave). Here the grid is what the SMs hold at once and
+// each warp streams a contiguous range of rows: their runs, kStreamRuns at a time, go through the
+// warp's shared-memory stage, and the next chunk's 16-byte loads are issued before the current one is
+// folded, so a warp always has weight bytes in flight; the first chunk is loaded before
+// wait_for_producer (weights are never written by a step). Lane l still adds the values of blocks
+// l, l + 32, … of each row in ascending order from 0 and the shuffle tree ends it: product_rows's bits.
+constexpr int kStreamRuns = 2;
+
+template <typename Ops>
+__global__ void __launch_bounds__(32 * kProductWarps) product_stream_kernel(ProductArgs a, int64_t rows_per_warp) {
+  static_assert(stageable<Ops>(), "one-lane block types with whole 16-byte runs");
+  constexpr int kRunBytes = 32 * Ops::kBlockBytes, kWords = kRunBytes / 16;
+  constexpr int kPer = (kStreamRuns * kWords + 31) / 32;  // 16-byte words per lane per chunk
+  constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
+  __shared__ __align__(16) uint8_t stage[kProductWarps][kStreamRuns * kRunBytes];
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
+  uint8_t* st = stage[warp];
+  const int64_t first = (blockIdx.x * static_cast<int64_t>(kProductWarps) + warp) * rows_per_warp;
+  const int64_t last = first + rows_per_warp < a.out ? first + rows_per_warp : a.out;
+  const int64_t nb = a.in / Ops::kBlock, runs_per_row = nb / 32;
+  const int64_t chunks_per_row = (runs_per_row + kStreamRuns - 1) / kStreamRuns;
+  const int64_t n_chunks = first < last ? (last - first) * chunks_per_row : 0;
+  const uint8_t* w = static_cast<const uint8_t*>(a.w);
+  uint4 v[kPer];
+  // Chunk c: row first + c / chunks_per_row, runs [g·kStreamRuns, …) of it, g = c % chunks_per_row.
+  auto chunk_runs = [&](int64_t c) {
+    const int64_t left = runs_per_row - (c % chunks_per_row) * kStreamRuns;
+    return static_cast<int>(left < kStreamRuns ? left : kStreamRuns);
+  };
+  auto fetch = [&](int64_t c) {
+    const int64_t o = first + c / chunks_per_row;
+    const uint4* src = reinterpret_cast<const uint4*>(w + o * a.w_row_bytes +
+                                                      (c % chunks_per_row) * kStreamRuns * kRunBytes);
+    const int words = chunk_runs(c) * kWords;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+      if (lane + 32 * i < words) v[i] = __ldcs(src + lane + 32 * i);
+  };
+  if (n_chunks > 0) fetch(0);
+  wait_for_producer();
+  float p = 0.0f;
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int runs = chunk_runs(c), words = runs * kWords;
+    __syncwarp();  // the warp's reads of the previous chunk are done
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+      if (lane + 32 * i < words) reinterpret_cast<uint4*>(st)[lane + 32 * i] = v[i];
+    __syncwarp();
+    if (c + 1 < n_chunks) fetch(c + 1);  // in flight while this chunk is folded
+    const int64_t o = first + c / chunks_per_row, g = c % chunks_per_row;
+    const uint8_t* act = static_cast<const uint8_t*>(a.act) +
+                         (a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0);
+    for (int r = 0; r < runs; ++r) {
+      const int64_t b = (g * kStreamRuns + r) * 32 + lane;
+      p = p + Ops::block_dot(st + r * kRunBytes + lane * Ops::kBlockBytes, act + b * kActBytes);
+    }
+    if (g == chunks_per_row - 1) {
+      float q = p;
+      for (int sh = 16; sh >= 1; sh >>= 1) q = q + __shfl_down_sync(0xffffffffu, q, sh);
+      if (lane == 0) a.y[o] = q;
+      p = 0.0f;
+    }
+  }
+}
+
 // One launch of product_whole_row_kernel for the jobs (whole_row_fits each; same type, act and in).
 template <typename Ops>
 void launch_whole_rows(CudaBackend& be, std::span<const ProductArgs* const> jobs) {
@@ -320,6 +390,32 @@ void launch_whole_rows(CudaBackend& be, std::span<const ProductArgs* const> jobs
   }
   be.launch("product_whole_row_kernel", product_whole_row_kernel<Ops>, w.begin[jobs.size()], kLongThreads,
             static_cast<size_t>(w.in * (4 + Ops::kBlockBytes)), w);
+}
+
+// Whether the stream form takes `a` (one activation row, no experts or pair, whole runs of 16-byte
+// aligned rows): asked after the split form, which keeps the products with few output rows.
+template <typename Ops>
+bool stream_fits(const CudaBackend& be, const ProductArgs& a) {
+  return be.forms().stream_products && a.staged_loads && a.rows == 1 && a.ids == nullptr && a.w_z1 == nullptr &&
+         a.in % (32 * Ops::kBlock) == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.w_row_bytes % 16 == 0;
+}
+
+// The stream form's launch: as many warps as the SMs hold at once (or one per row when fewer), each
+// a contiguous range of rows_per_warp rows.
+template <typename Ops>
+void launch_stream(CudaBackend& be, const ProductArgs& a) {
+  static const int per_sm = [] {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, product_stream_kernel<Ops>, 32 * kProductWarps, 0) !=
+        cudaSuccess)
+      n = 0;
+    return n > 0 ? n : 1;
+  }();
+  const int64_t max_warps = static_cast<int64_t>(per_sm) * be.sm_count() * kProductWarps;
+  const int64_t rows_per_warp = (a.out + max_warps - 1) / max_warps;
+  const int64_t warps = (a.out + rows_per_warp - 1) / rows_per_warp;
+  be.launch("product_stream_kernel", product_stream_kernel<Ops>, static_cast<unsigned>(blocks_for(warps, kProductWarps)),
+            32 * kProductWarps, 0, a, rows_per_warp);
 }
 
 // The split form's warps per output row for a quantized product (> 1: the split form applies): few
@@ -412,6 +508,13 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
         if (split == 2) be.launch("product_split_kernel<2>", product_split_kernel<decltype(ops), 2>, g, 32 * kProductWarps, 0, a);
         else if (split == 4) be.launch("product_split_kernel<4>", product_split_kernel<decltype(ops), 4>, g, 32 * kProductWarps, 0, a);
         else be.launch("product_split_kernel<8>", product_split_kernel<decltype(ops), 8>, g, 32 * kProductWarps, 0, a);
+        return;
+      }
+    }
+    if constexpr (stageable<decltype(ops)>()) {
+      if (stream_fits<decltype(ops)>(be, a)) {
+        handled = true;
+        launch_stream<decltype(ops)>(be, a);
         return;
       }
     }

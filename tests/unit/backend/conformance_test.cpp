@@ -155,6 +155,14 @@ std::vector<MatmulCase> matmul_cases() {
     v.push_back({"long_row_extreme", t, 8192, 6, 1, 0, 0, WeightGen::kExtreme});
     v.push_back({"long_row_x_view", t, 8192, 5, 1, 4, 2});
     v.push_back({"long_row_unaligned_x", t, 4096, 9, 1, 3, 1});
+    // One activation row over many output rows of a 32-weight block type (decode's q_b and W_oa: a GPU
+    // streams them with a resident grid, two runs of 32 blocks per chunk): one run, three runs (a
+    // half chunk at each row's end), and an x view.
+    if (b == 32) {
+      v.push_back({"many_rows_1024", t, 1024, 4500, 1});
+      v.push_back({"many_rows_3072", t, 3072, 4400, 1, 0, 0, WeightGen::kRandom, 7});
+      v.push_back({"many_rows_x_view", t, 2048, 4300, 1, 5, 3});
+    }
   }
   // lucebox's ROCmFPx family (matmul only: the published DS4 files do not use it in other ops).
   for (TensorType t : {TensorType::kQ4_0_ROCMFP4, TensorType::kQ4_0_ROCMFP4_FAST, TensorType::kQ6_0_ROCMFPX,
@@ -164,6 +172,7 @@ std::vector<MatmulCase> matmul_cases() {
     v.push_back({"rocmfpx_views", t, 96, 5, 4, 3, 2});
     v.push_back({"rocmfpx_x_specials", t, 64, 9, 6, 0, 0, WeightGen::kRandom, 12});
     v.push_back({"rocmfpx_quantized", t, 64, 16, 5, 0, 0, WeightGen::kQuantized});
+    v.push_back({"rocmfpx_many_rows", t, 1024, 4500, 1});
   }
   return v;
 }
@@ -280,6 +289,15 @@ std::vector<BatchCase> batch_cases() {
     c.shared_out = 4 * 48;
     for (int64_t g = 0; g < 4; ++g) c.jobs.push_back({t, 2048, 48, 0, 1, g * 2048, g * 48, -1, g * 48});
     c.y_width = 4 * 48;
+    v.push_back(c);
+  }
+  {  // W_oa's groups at decode with many rows per group (a GPU streams the grouped product)
+    BatchCase c{"output_groups_stream_q8_0", {4 * 1024}, {1}, {}};
+    c.shared_type = TensorType::kQ8_0;
+    c.shared_in = 1024;
+    c.shared_out = 4 * 1200;
+    for (int64_t g = 0; g < 4; ++g) c.jobs.push_back({TensorType::kQ8_0, 1024, 1200, 0, 1, g * 1024, g * 1200, -1, g * 1200});
+    c.y_width = 4 * 1200;
     v.push_back(c);
   }
   {  // expert views of a 3-D weight, each its own token rows
