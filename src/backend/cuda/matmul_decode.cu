@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
   const int64_t nb = a.in / Ops::kBlock, act_bytes = nb * kActBytes;
   if constexpr (kTables) {
     for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];
-    for (int i = tid; i < 128; i += blockDim.x) tab_s.signs[i] = d_iq2xxs.signs[i];
+    for (int i = tid; i < 128; i += blockDim.x) tab_s.sign_masks[i] = d_iq2xxs.sign_masks[i];
   }
   wait_for_producer();  // the tables are constants; the ids and activations come from the producers
   const uint8_t* wz = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1);
@@ -314,58 +314,61 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
 constexpr int kStreamRuns = 2;
 
 template <typename Ops>
-__global__ void __launch_bounds__(32 * kProductWarps) product_stream_kernel(ProductArgs a, int64_t rows_per_warp) {
+__global__ void __launch_bounds__(32 * kProductWarps) product_stream_kernel(ProductArgs a, int rows_per_warp) {
   static_assert(stageable<Ops>(), "one-lane block types with whole 16-byte runs");
   constexpr int kRunBytes = 32 * Ops::kBlockBytes, kWords = kRunBytes / 16;
   constexpr int kPer = (kStreamRuns * kWords + 31) / 32;  // 16-byte words per lane per chunk
-  constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
+  constexpr int kActBytes = ActOps<Ops::kAct>::kBytes;
   __shared__ __align__(16) uint8_t stage[kProductWarps][kStreamRuns * kRunBytes];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
   uint8_t* st = stage[warp];
   const int64_t first = (blockIdx.x * static_cast<int64_t>(kProductWarps) + warp) * rows_per_warp;
-  const int64_t last = first + rows_per_warp < a.out ? first + rows_per_warp : a.out;
-  const int64_t nb = a.in / Ops::kBlock, runs_per_row = nb / 32;
-  const int64_t chunks_per_row = (runs_per_row + kStreamRuns - 1) / kStreamRuns;
-  const int64_t n_chunks = first < last ? (last - first) * chunks_per_row : 0;
-  const uint8_t* w = static_cast<const uint8_t*>(a.w);
+  if (first >= a.out) return wait_for_producer();
+  const int n_rows = static_cast<int>(a.out - first < rows_per_warp ? a.out - first : rows_per_warp);
+  const int runs_per_row = static_cast<int>(a.in / Ops::kBlock / 32);
+  const int chunks_per_row = (runs_per_row + kStreamRuns - 1) / kStreamRuns;
+  const uint8_t* w = static_cast<const uint8_t*>(a.w) + first * a.w_row_bytes;
+  // The chunk being folded is (row, g); the one being fetched (f_row, f_g): runs [g·kStreamRuns, …) of
+  // row first + row. Counters, not divisions (64-bit division is a long instruction sequence).
   uint4 v[kPer];
-  // Chunk c: row first + c / chunks_per_row, runs [g·kStreamRuns, …) of it, g = c % chunks_per_row.
-  auto chunk_runs = [&](int64_t c) {
-    const int64_t left = runs_per_row - (c % chunks_per_row) * kStreamRuns;
-    return static_cast<int>(left < kStreamRuns ? left : kStreamRuns);
-  };
-  auto fetch = [&](int64_t c) {
-    const int64_t o = first + c / chunks_per_row;
-    const uint4* src = reinterpret_cast<const uint4*>(w + o * a.w_row_bytes +
-                                                      (c % chunks_per_row) * kStreamRuns * kRunBytes);
-    const int words = chunk_runs(c) * kWords;
+  int f_row = 0, f_g = 0;
+  auto fetch = [&]() {
+    const uint4* src = reinterpret_cast<const uint4*>(w + f_row * a.w_row_bytes + f_g * (kStreamRuns * kRunBytes));
+    const int left = runs_per_row - f_g * kStreamRuns;
+    const int words = (left < kStreamRuns ? left : kStreamRuns) * kWords;
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
       if (lane + 32 * i < words) v[i] = __ldcs(src + lane + 32 * i);
+    if (++f_g == chunks_per_row) f_g = 0, ++f_row;
   };
-  if (n_chunks > 0) fetch(0);
+  fetch();  // weights are never written by a step: before the producer is waited for
   wait_for_producer();
+  // Grouped products: row o reads the activation row act_group_bytes · (o / act_group_rows) further.
+  const int64_t group_rows = a.act_group_rows > 0 ? a.act_group_rows : INT64_MAX;
+  int64_t group = first / group_rows, in_group = first - group * group_rows;
+  const uint8_t* act = static_cast<const uint8_t*>(a.act) + (a.act_group_rows > 0 ? group * a.act_group_bytes : 0);
   float p = 0.0f;
-  for (int64_t c = 0; c < n_chunks; ++c) {
-    const int runs = chunk_runs(c), words = runs * kWords;
+  for (int row = 0, g = 0; row < n_rows;) {
+    const int left = runs_per_row - g * kStreamRuns, runs = left < kStreamRuns ? left : kStreamRuns;
+    const int words = runs * kWords;
     __syncwarp();  // the warp's reads of the previous chunk are done
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
       if (lane + 32 * i < words) reinterpret_cast<uint4*>(st)[lane + 32 * i] = v[i];
     __syncwarp();
-    if (c + 1 < n_chunks) fetch(c + 1);  // in flight while this chunk is folded
-    const int64_t o = first + c / chunks_per_row, g = c % chunks_per_row;
-    const uint8_t* act = static_cast<const uint8_t*>(a.act) +
-                         (a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0);
+    if (f_row < n_rows) fetch();  // in flight while this chunk is folded
     for (int r = 0; r < runs; ++r) {
-      const int64_t b = (g * kStreamRuns + r) * 32 + lane;
+      const int b = (g * kStreamRuns + r) * 32 + lane;
       p = p + Ops::block_dot(st + r * kRunBytes + lane * Ops::kBlockBytes, act + b * kActBytes);
     }
-    if (g == chunks_per_row - 1) {
+    if (++g == chunks_per_row) {
       float q = p;
       for (int sh = 16; sh >= 1; sh >>= 1) q = q + __shfl_down_sync(0xffffffffu, q, sh);
-      if (lane == 0) a.y[o] = q;
+      if (lane == 0) a.y[first + row] = q;
       p = 0.0f;
+      g = 0;
+      ++row;
+      if (++in_group == group_rows) in_group = 0, act += a.act_group_bytes;
     }
   }
 }
@@ -397,7 +400,7 @@ void launch_whole_rows(CudaBackend& be, std::span<const ProductArgs* const> jobs
 template <typename Ops>
 bool stream_fits(const CudaBackend& be, const ProductArgs& a) {
   return be.forms().stream_products && a.staged_loads && a.rows == 1 && a.ids == nullptr && a.w_z1 == nullptr &&
-         a.in % (32 * Ops::kBlock) == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.w_row_bytes % 16 == 0;
+         a.in % (32 * Ops::kBlock) == 0 && a.in / Ops::kBlock <= INT32_MAX && a.out <= INT32_MAX && reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.w_row_bytes % 16 == 0;
 }
 
 // The stream form's launch: as many warps as the SMs hold at once (or one per row when fewer), each
@@ -415,7 +418,7 @@ void launch_stream(CudaBackend& be, const ProductArgs& a) {
   const int64_t rows_per_warp = (a.out + max_warps - 1) / max_warps;
   const int64_t warps = (a.out + rows_per_warp - 1) / rows_per_warp;
   be.launch("product_stream_kernel", product_stream_kernel<Ops>, static_cast<unsigned>(blocks_for(warps, kProductWarps)),
-            32 * kProductWarps, 0, a, rows_per_warp);
+            32 * kProductWarps, 0, a, static_cast<int>(rows_per_warp));
 }
 
 // The split form's warps per output row for a quantized product (> 1: the split form applies): few

@@ -20,6 +20,7 @@
 // over them and prints the summary, and holds embed, load_weight_f32, matmul, matmul_batch, argmax,
 // sample and the error cases.
 #include "conformance_fixture.h"
+#include "numerics/half.h"
 
 #include "sampling/sampler.h"
 
@@ -120,6 +121,27 @@ TEST_P(Conformance, LoadWeightF32) {
       EXPECT_TRUE(same_f32("load_weight_f32", ref, got, rows, n0));
       count("load_weight_f32");
     }
+  }
+  {  // every f16 bit pattern (a CUDA backend converts finite halves in hardware: the same floats)
+    SCOPED_TRACE("load_weight_f32 every f16 value");
+    std::vector<uint8_t> bytes(2 * 65536);
+    for (uint32_t i = 0; i < 65536; ++i) {
+      bytes[2 * i] = static_cast<uint8_t>(i & 0xffu);
+      bytes[2 * i + 1] = static_cast<uint8_t>(i >> 8);
+    }
+    const int64_t ne[2] = {65536, 1};
+    Tensor host_t = backend::make_nd(TensorType::kF16, nullptr, 1, ne);
+    host_t.data = bytes.data();
+    std::vector<Buffer> keep;
+    Result<Tensor> w = be().load_weight_f32(host_t, keep);
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    std::vector<float> got(65536);
+    const Status st = be().download(*w, got.data(), 65536 * 4);
+    ASSERT_TRUE(st.ok()) << st.message();
+    std::vector<float> ref(65536);
+    for (uint32_t i = 0; i < 65536; ++i) ref[i] = f16_to_f32(static_cast<uint16_t>(i));
+    EXPECT_TRUE(same_f32("load_weight_f32 every f16", ref, got, 1, 65536));
+    count("load_weight_f32");
   }
 }
 
