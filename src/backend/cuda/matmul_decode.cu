@@ -266,9 +266,15 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
           uint8_t* st = stage[threadIdx.x / 32];
           constexpr int kRunBytes = 32 * Ops::kBlockBytes;
           const int64_t mine = (nb / 32 - part + kSplit - 1) / kSplit;  // runs part + i·kSplit < nb / 32
+          // The next kRuns runs are loaded into registers while the current ones are folded.
+          uint4 v[stage_words_per_lane<Ops, kRuns>()];
+          auto run_at = [&](int64_t i0) { return [&, i0](int r) { return w + (part + (i0 + r) * kSplit) * kRunBytes; }; };
+          auto runs_at = [&](int64_t i0) { return static_cast<int>(mine - i0 < kRuns ? mine - i0 : kRuns); };
+          if (mine > 0) stage_fetch<Ops, kRuns>(v, run_at(0), runs_at(0), lane);
           for (int64_t i0 = 0; i0 < mine; i0 += kRuns) {
-            const int runs = static_cast<int>(mine - i0 < kRuns ? mine - i0 : kRuns);
-            stage_runs<Ops, kRuns>(st, [&](int r) { return w + (part + (i0 + r) * kSplit) * kRunBytes; }, runs, lane);
+            const int runs = runs_at(i0);
+            stage_commit<Ops, kRuns>(st, v, runs, lane);
+            if (i0 + kRuns < mine) stage_fetch<Ops, kRuns>(v, run_at(i0 + kRuns), runs_at(i0 + kRuns), lane);
             for (int r = 0; r < runs; ++r) {
               const int64_t b = (part + (i0 + r) * kSplit) * 32 + lane;
               vals[slot][b] = Ops::block_dot(st + r * kRunBytes + lane * Ops::kBlockBytes, act + b * kActBytes);

@@ -412,25 +412,45 @@ constexpr int stage_bytes() {
   return kRuns * 32 * Ops::kBlockBytes;
 }
 
-// st[r·32·kBlockBytes, …) = run r (32 blocks at run(r), 16-byte aligned) for r < runs ≤ kRuns, by the
-// 32 lanes of a warp (every lane calls it). The warp's earlier reads of st are complete first.
+// A warp's stage in two halves, so that the next runs' loads can be in flight while the current ones
+// are folded: stage_fetch loads runs r < runs ≤ kRuns (32 blocks at run(r), 16-byte aligned) into the
+// lanes' registers v, stage_commit writes them to st[r·32·kBlockBytes, …) once the warp's earlier
+// reads of st are complete. Every lane of the warp calls both.
+template <typename Ops, int kRuns>
+constexpr int stage_words_per_lane() {
+  return (kRuns * (32 * Ops::kBlockBytes / 16) + 31) / 32;
+}
+
 template <typename Ops, int kRuns, typename RunPtr>
-__device__ __forceinline__ void stage_runs(uint8_t* st, RunPtr run, int runs, int lane) {
+__device__ __forceinline__ void stage_fetch(uint4 (&v)[stage_words_per_lane<Ops, kRuns>()], RunPtr run, int runs,
+                                            int lane) {
   constexpr int kWords = 32 * Ops::kBlockBytes / 16;
-  constexpr int kPer = (kRuns * kWords + 31) / 32;
-  uint4 v[kPer];
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
+  for (int i = 0; i < stage_words_per_lane<Ops, kRuns>(); ++i) {
     const int q = lane + 32 * i, r = q / kWords;
     if (r < runs) v[i] = __ldcs(reinterpret_cast<const uint4*>(run(r)) + (q - r * kWords));
   }
+}
+
+template <typename Ops, int kRuns>
+__device__ __forceinline__ void stage_commit(uint8_t* st, const uint4 (&v)[stage_words_per_lane<Ops, kRuns>()], int runs,
+                                             int lane) {
+  constexpr int kWords = 32 * Ops::kBlockBytes / 16;
   __syncwarp();
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
+  for (int i = 0; i < stage_words_per_lane<Ops, kRuns>(); ++i) {
     const int q = lane + 32 * i;
     if (q / kWords < runs) reinterpret_cast<uint4*>(st)[q] = v[i];
   }
   __syncwarp();
+}
+
+// Both at once: st[r·32·kBlockBytes, …) = run r for r < runs ≤ kRuns.
+template <typename Ops, int kRuns, typename RunPtr>
+__device__ __forceinline__ void stage_runs(uint8_t* st, RunPtr run, int runs, int lane) {
+  uint4 v[stage_words_per_lane<Ops, kRuns>()];
+  stage_fetch<Ops, kRuns>(v, run, runs, lane);
+  stage_commit<Ops, kRuns>(st, v, runs, lane);
 }
 
 // matmul_decode.cu: launches the decode form that enqueue_product (matmul.cu) would pick for `a`
