@@ -12,17 +12,18 @@
 #      the --budget are left.
 # --forms: after the bench, time each optional kernel form left out (`--cuda-disable F`, same bits) on the
 # same model — decode at depth 0 and 4096, prefill 64 — while 70 s of the budget are left per form (the
-# table that found the inline quantization's 0.73x); into forms.txt.
+# table that found the inline quantization's 0.73x); into forms.txt. --forms-list "none F …": only those.
 # --layers N: the model keeps the first N of Flash's 43 layers (default: all; 36 where the card has less
 # than 100 GiB, since the full q2 file needs ~84 GB: an H100's results are then per that shape).
 # Every step's output goes to --out DIR (default $OUT when set, else a temporary folder) in at most
 # six files: summary.txt (the tables), tests.txt, bench.txt, forms.txt, profile.txt (every profile,
 # one after the other), ncu.csv (the first profile's raw CSV).
 # Usage: scripts/gpu-check.sh [--base-tar FILE] [--out DIR] [--budget SECONDS] [--profile-prompts "N …"]
-#                             [--skip-tests] [--forms] [--layers N] [-- bench args…]
+#                             [--skip-tests] [--forms | --forms-list "F …"] [--layers N] [-- bench args…]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 base_tar="" out=${OUT:-} budget=560 profile_prompts="8 4096" skip_tests=0 layers="" forms=0
+forms_list="none staged-loads hc-cluster attn-decode stream-products"
 while [ $# -gt 0 ]; do
   case "$1" in
     --base-tar) base_tar=$2; shift ;;
@@ -32,6 +33,7 @@ while [ $# -gt 0 ]; do
     --skip-tests) skip_tests=1 ;;
     --layers) layers=$2; shift ;;
     --forms) forms=1 ;;
+    --forms-list) forms=1; forms_list=$2; shift ;;
     --) shift; break ;;
     -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "gpu-check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -74,7 +76,7 @@ note "bench: rc $bench_rc after $((SECONDS - t0)) s"
 model=${SYNTH_DIR:-/dev/shm}/dsv4-flash${layers:+-${layers}l}-q2-seed1.gguf
 if [ "$forms" -eq 1 ]; then
   note "== 2b. forms left out ($(date -u +%H:%M:%S)): decode d0 / d4096, prefill 64 (tok/s)"
-  for form in none staged-loads hc-cluster attn-decode stream-products; do
+  for form in $forms_list; do
     left=$((budget - (SECONDS - t0)))
     if [ "$left" -lt 70 ] || [ ! -s "$model" ]; then note "$form: skipped ($left s left)"; continue; fi
     echo "=== --cuda-disable $form" >> "$out/forms.txt"
