@@ -58,6 +58,7 @@ const TypeKernels kQ8_0Kernels[] = {{
     .rows_for_matvec = false,
     .vec_dot_tile = {nullptr, vec_dot_tile8_q8_0_avx2, vec_dot_tile16_q8_0_avx512},
     .tile_rows = {0, 8, 16},
+    .tile_cols = {0, kQ8_0Avx2TileCols, 0},
     .amx = {q8_0_amx_group_bytes, q8_0_amx_pack_group, q8_0_amx_matmul},
 }};
 

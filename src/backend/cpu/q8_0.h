@@ -17,7 +17,9 @@ void vec_dot_rows_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const 
 void vec_dot_tile_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
                               int nc, float* out, int64_t out_stride);
 // nr up to 8 (AVX2) / 16 (AVX-512) (TypeKernels::tile_rows), the rows in vector lanes; activation
-// quants in [-127, 127] (quantize_act's range) for the AVX2 one.
+// quants in [-127, 127] (quantize_act's range) for the AVX2 one, which takes up to kQ8_0Avx2TileCols
+// columns per call (TypeKernels::tile_cols: a block's transpose then serves twice the columns).
+constexpr int kQ8_0Avx2TileCols = 16;
 void vec_dot_tile8_q8_0_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
                              int nc, float* out, int64_t out_stride);
 void vec_dot_tile16_q8_0_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride,

@@ -82,7 +82,8 @@ inline void transpose_rows8(const uint8_t* p, int64_t stride, int nr, __m256i A[
 // spills them); A and |A| come through opaque pointers.
 // C = nc ≤ 8 columns in one pass (8 sums + A_g, |A_g|, ones and temporaries fit the 16 ymm): each A_g
 // and |A_g| is loaded once per block (measured 79 -> 86 GFLOP/s per thread over passes of 4 columns).
-static_assert(kMaxTileCols == 8, "tile8_block_cols takes every column of a tile in one pass");
+static_assert(kMaxTileCols == 8, "tile8_block_cols takes up to 8 columns in one pass");
+static_assert(kQ8_0Avx2TileCols % 8 == 0 && kQ8_0Avx2TileCols <= kMaxTileColsAny, "passes of 8 columns");
 template <int C>
 __attribute__((always_inline)) inline void tile8_block_cols(const __m256i* A, const __m256i* Aabs,
                                                             const uint8_t* const* xq, __m256i* isum) {
@@ -114,20 +115,22 @@ __attribute__((always_inline)) inline void tile8_block_cols(const __m256i* A, co
 
 }  // namespace
 
-// nr (1..8) rows × nc (1..kMaxTileCols) columns with the rows in the 8 lanes of a vector, so no
+// nr (1..8) rows × nc (1..kQ8_0Avx2TileCols) columns with the rows in the 8 lanes of a vector, so no
 // per-block horizontal reduction (the AVX-512 16-row tile's scheme with AVX2's multiplies): per block
 // b, A_g (transpose_rows8) and |A_g|; per column, lane r = the block's exact int dot of row r
 // (tile8_block_cols); v = (d_w·d_x)·(float)isum for the 8 rows is added into partial[b % 32] of the
 // column (kept in memory, lanes = rows), and the 32 partials fold with Partials32's tree, elementwise
 // over the rows: vec_dot_q8_0_scalar's integers, products and additions in its order for every (row,
 // column). Needs activation quants in [−127, 127] — what quantize_act writes (numerics/quant_ref.h
-// clamps); vec_dot also takes −128.
+// clamps); vec_dot also takes −128. A block's transpose and |A| serve every column of the call (in
+// passes of 8: the eight accumulators, A, |A| and the broadcast fill AVX2's 16 registers), so 16
+// columns per call halve that per-column overhead (the columns' values are the same either way).
 void vec_dot_tile8_q8_0_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
                              int nc, float* out, int64_t out_stride) {
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(act);
   const int64_t nb = n / 32;
-  alignas(32) float part[kMaxTileCols][32][8];
+  alignas(32) float part[kQ8_0Avx2TileCols][32][8];
   for (int c = 0; c < nc; ++c)
     for (int i = 0; i < 32; ++i) _mm256_store_ps(part[c][i], _mm256_setzero_ps());
   alignas(32) __m256i A[8], Aabs[8];
@@ -139,18 +142,20 @@ void vec_dot_tile8_q8_0_avx2(int64_t n, const void* w, int64_t w_stride, const v
     alignas(16) uint16_t dh[8];  // d_w of the 8 rows
     for (int r = 0; r < 8; ++r) std::memcpy(&dh[r], wb + (r < nr ? r : 0) * w_stride, 2);
     const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
-    const uint8_t* xq[kMaxTileCols];
+    const uint8_t* xq[kQ8_0Avx2TileCols];
     for (int c = 0; c < nc; ++c) xq[c] = ap + c * act_stride + b * kABytes + 4;
-    __m256i isum[kMaxTileCols];
-    switch (nc) {
-      case 1: tile8_block_cols<1>(A, Aabs, xq, isum); break;
-      case 2: tile8_block_cols<2>(A, Aabs, xq, isum); break;
-      case 3: tile8_block_cols<3>(A, Aabs, xq, isum); break;
-      case 4: tile8_block_cols<4>(A, Aabs, xq, isum); break;
-      case 5: tile8_block_cols<5>(A, Aabs, xq, isum); break;
-      case 6: tile8_block_cols<6>(A, Aabs, xq, isum); break;
-      case 7: tile8_block_cols<7>(A, Aabs, xq, isum); break;
-      default: tile8_block_cols<8>(A, Aabs, xq, isum); break;
+    __m256i isum[kQ8_0Avx2TileCols];
+    for (int c0 = 0; c0 < nc; c0 += 8) {
+      switch (std::min(nc - c0, 8)) {
+        case 1: tile8_block_cols<1>(A, Aabs, xq + c0, isum + c0); break;
+        case 2: tile8_block_cols<2>(A, Aabs, xq + c0, isum + c0); break;
+        case 3: tile8_block_cols<3>(A, Aabs, xq + c0, isum + c0); break;
+        case 4: tile8_block_cols<4>(A, Aabs, xq + c0, isum + c0); break;
+        case 5: tile8_block_cols<5>(A, Aabs, xq + c0, isum + c0); break;
+        case 6: tile8_block_cols<6>(A, Aabs, xq + c0, isum + c0); break;
+        case 7: tile8_block_cols<7>(A, Aabs, xq + c0, isum + c0); break;
+        default: tile8_block_cols<8>(A, Aabs, xq + c0, isum + c0); break;
+      }
     }
     for (int c = 0; c < nc; ++c) {
       float dx;
