@@ -221,6 +221,7 @@ const TypeKernels kKQuantKernels[] = {
         .vec_dot = {vec_dot_q2_k_scalar, vec_dot_q2_k_avx2, vec_dot_q2_k_avx512},
         .vec_dot_rows = {nullptr, nullptr, vec_dot_rows_q2_k_avx512},
         .vec_dot_tile = {nullptr, vec_dot_tile_q2_k_avx2},
+        .tile_cols = {0, kQ2kAvx2TileCols},
         .amx = {q2_k_amx_group_bytes, q2_k_amx_pack_group, q2_k_amx_matmul},
     },
     {

@@ -33,7 +33,9 @@ float vec_dot_q4_k_avx512(int64_t n, const void* w, const void* act);
 // Multi-row forms (VecDotRowsFn): out[i] == the single-row dot of row i, bit for bit.
 void vec_dot_rows_q2_k_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
 void vec_dot_rows_q4_k_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
-// Q2_K tile form (quant.h VecDotTileFn) for matmul at the AVX2 level.
+// Q2_K tile form (quant.h VecDotTileFn) for matmul at the AVX2 level: up to kQ2kAvx2TileCols columns per
+// call (TypeKernels::tile_cols), so that each row's decoded block serves twice the columns.
+constexpr int kQ2kAvx2TileCols = 16;
 void vec_dot_tile_q2_k_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
                             int nc, float* out, int64_t out_stride);
 // Q2_K AMX tile form (quant.h AmxKernels), k_quants_amx.cpp.

@@ -160,8 +160,8 @@ inline __m256i sum_lanes8(const __m256i* p) {
 }
 
 struct Q2kParts {
-  __m256i sc[4][kMaxTileCols][8];  // [row][column][block of the chunk]
-  __m256i m[4][kMaxTileCols][8];
+  __m256i sc[4][kQ2kAvx2TileCols][8];  // [row][column][block of the chunk]
+  __m256i m[4][kQ2kAvx2TileCols][8];
 };
 
 // Block j of a chunk: rows r0..r0+R-1 (decoded) x columns c0..c0+C-1 (activation blocks at act + c *
@@ -226,7 +226,7 @@ void vec_dot_tile_q2_k_avx2(int64_t n, const void* w, int64_t w_stride, const vo
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(act);
   const int64_t nb = n / 256;
-  __m256 acc[4][kMaxTileCols][4];
+  __m256 acc[4][kQ2kAvx2TileCols][4];
   for (auto& row : acc)
     for (auto& col : row)
       for (auto& v : col) v = _mm256_setzero_ps();
@@ -242,7 +242,7 @@ void vec_dot_tile_q2_k_avx2(int64_t n, const void* w, int64_t w_stride, const vo
         for (int col = 0; col < nc; col += 4)
           kQ2kTileBlock[std::min(2, nr - r) - 1][std::min(4, nc - col) - 1](dec, r, aj, act_stride, col, j, parts);
     }
-    alignas(32) float dxa[kMaxTileCols][8] = {};
+    alignas(32) float dxa[kQ2kAvx2TileCols][8] = {};
     for (int col = 0; col < nc; ++col)
       for (int i = 0; i < cnt; ++i) std::memcpy(&dxa[col][i], ap + col * act_stride + (b0 + i) * kABytes, 4);
     for (int r = 0; r < nr; ++r) {

@@ -344,14 +344,14 @@ TEST(KQuants, TileMatchesScalarOnRawRows) {
       for (int64_t nb : {1, 7, 8, 9, 17}) {
         std::vector<uint8_t> w;
         std::vector<BlockQ8_K> a;
-        for (int row = 0; row < std::max(4, kMaxTileCols); ++row) {
+        for (int row = 0; row < std::max(4, kMaxTileColsAny); ++row) {
           const Rows r = make_rows(rng, t, nb, p, row % 3 != 2);
           if (row < 4) w.insert(w.end(), r.w.begin(), r.w.end());
-          if (row < kMaxTileCols) a.insert(a.end(), r.a.begin(), r.a.end());
+          if (row < kMaxTileColsAny) a.insert(a.end(), r.a.begin(), r.a.end());
         }
         tested += test::expect_tiles_match_scalar(k, nb * 256, w.data(), nb * block_bytes(t),
                                                   reinterpret_cast<const uint8_t*>(a.data()),
-                                                  nb * static_cast<int64_t>(sizeof(BlockQ8_K)), kMaxTileCols,
+                                                  nb * static_cast<int64_t>(sizeof(BlockQ8_K)), kMaxTileColsAny,
                                                   std::string(tensor_type_name(t)) + " pattern " +
                                                       std::to_string(static_cast<int>(p)));
       }
