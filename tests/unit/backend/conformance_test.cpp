@@ -178,10 +178,11 @@ std::vector<MatmulCase> matmul_cases() {
     v.push_back({"long_row_x_view", t, 8192, 5, 1, 4, 2});
     v.push_back({"long_row_unaligned_x", t, 4096, 9, 1, 3, 1});
     // One activation row over many output rows of a 32-weight block type (decode's q_b and W_oa: a GPU
-    // streams them with a resident grid, two runs of 32 blocks per chunk): one run, three runs (a
-    // half chunk at each row's end), and an x view.
+    // streams them with a resident grid, two runs of 32 blocks per chunk): one run (9001 rows: more
+    // than any GPU's resident warps, so several rows per warp), three runs (a half chunk at each
+    // row's end), and an x view.
     if (b == 32) {
-      v.push_back({"many_rows_1024", t, 1024, 4500, 1});
+      v.push_back({"many_rows_1024", t, 1024, 9001, 1});
       v.push_back({"many_rows_3072", t, 3072, 4400, 1, 0, 0, WeightGen::kRandom, 7});
       v.push_back({"many_rows_x_view", t, 2048, 4300, 1, 5, 3});
     }
@@ -313,13 +314,17 @@ std::vector<BatchCase> batch_cases() {
     c.y_width = 4 * 48;
     v.push_back(c);
   }
-  {  // W_oa's groups at decode with many rows per group (a GPU streams the grouped product)
+  {  // W_oa's groups at decode with many rows per group (a GPU streams the grouped product). 4 × 2301
+     // rows: more than any GPU's resident warps, so a warp takes several rows, and an odd group size
+     // puts group boundaries inside warps' ranges.
+    constexpr int64_t kRowsPerGroup = 2301;
     BatchCase c{"output_groups_stream_q8_0", {4 * 1024}, {1}, {}};
     c.shared_type = TensorType::kQ8_0;
     c.shared_in = 1024;
-    c.shared_out = 4 * 1200;
-    for (int64_t g = 0; g < 4; ++g) c.jobs.push_back({TensorType::kQ8_0, 1024, 1200, 0, 1, g * 1024, g * 1200, -1, g * 1200});
-    c.y_width = 4 * 1200;
+    c.shared_out = 4 * kRowsPerGroup;
+    for (int64_t g = 0; g < 4; ++g)
+      c.jobs.push_back({TensorType::kQ8_0, 1024, kRowsPerGroup, 0, 1, g * 1024, g * kRowsPerGroup, -1, g * kRowsPerGroup});
+    c.y_width = 4 * kRowsPerGroup;
     v.push_back(c);
   }
   {  // expert views of a 3-D weight, each its own token rows
