@@ -181,7 +181,7 @@ inline void add_chunk(__m256 dw, __m256 dx, __m256i isum, int count, __m256& acc
 
 // d_w of `count` consecutive blocks as 8 floats (0 past count).
 inline __m256 block_scales(const BlockIq2Xxs* wb, int count) {
-  if (count == kChunk) return f16_half_of_dwords_avx2(gather_dwords_avx2(wb, lane_offsets_avx2(sizeof(BlockIq2Xxs))), false);
+  if (count == kChunk) return f16_at_stride_avx2(reinterpret_cast<const uint8_t*>(&wb->d), sizeof(BlockIq2Xxs));
   alignas(16) uint16_t dh[8] = {};
   for (int j = 0; j < count; ++j) dh[j] = wb[j].d;
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));

@@ -178,7 +178,6 @@ float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* act) {
   const auto* ap = static_cast<const uint8_t*>(act);
   const int64_t nb = n / 32;
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  const __m256i woff = lane_offsets_avx2(kWBytes), aoff = lane_offsets_avx2(kABytes);
   for (int64_t c = 0; c * 8 < nb; ++c) {
     const int64_t b0 = c * 8;
     const uint8_t* wc = wp + b0 * kWBytes;
@@ -189,9 +188,9 @@ float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* act) {
     for (int i = 0; i < 8; ++i) v[i] = i < cnt ? block_dot(wc + i * kWBytes, ac + i * kABytes) : _mm256_setzero_si256();
     const __m256i isum = reduce8x8(v);
     __m256 dw, dx;
-    if (cnt == 8) {  // d_w: the f16 in the low half of each block's first dword
-      dw = f16_half_of_dwords_avx2(gather_dwords_avx2(wc, woff), false);
-      dx = _mm256_castsi256_ps(gather_dwords_avx2(ac, aoff));
+    if (cnt == 8) {  // d_w: the f16 at each block's start; d_x: the float at each activation block's start
+      dw = f16_at_stride_avx2(wc, kWBytes);
+      dx = f32_at_stride_avx2(ac, kABytes);
     } else {
       alignas(16) uint16_t dwh[8] = {};
       alignas(32) float dxa[8] = {};
