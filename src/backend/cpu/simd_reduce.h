@@ -24,12 +24,16 @@ static inline void add_first_lanes_avx2(__m256& a, __m256 val, int cnt) {
 // The f16 at base + j·stride for j < 8, as floats: eight 16-bit inserts and one conversion. (A
 // vpgatherdd of the 8 dwords was the bottleneck of the Q8_0 matrix×vector on AMD Zen 4, 20.5 → 27.3 GB/s
 // per thread without it; scalar copies through a stack array stall instead on store forwarding.)
+// The T at base + j·stride as an int (unaligned-safe).
+template <typename T>
+static inline int int_at_stride(const uint8_t* base, int64_t stride, int j) {
+  T v;
+  __builtin_memcpy(&v, base + j * stride, sizeof v);
+  return static_cast<int>(v);
+}
+
 static inline __m256 f16_at_stride_avx2(const uint8_t* base, int64_t stride) {
-  auto at = [&](int j) {
-    uint16_t h;
-    __builtin_memcpy(&h, base + j * stride, 2);
-    return static_cast<int>(h);
-  };
+  auto at = [&](int j) { return int_at_stride<uint16_t>(base, stride, j); };
   __m128i v = _mm_cvtsi32_si128(at(0));
   v = _mm_insert_epi16(v, at(1), 1);
   v = _mm_insert_epi16(v, at(2), 2);
@@ -43,11 +47,7 @@ static inline __m256 f16_at_stride_avx2(const uint8_t* base, int64_t stride) {
 
 // The float at base + j·stride for j < 8 (dword inserts, as above).
 static inline __m256 f32_at_stride_avx2(const uint8_t* base, int64_t stride) {
-  auto at = [&](int j) {
-    int v;
-    __builtin_memcpy(&v, base + j * stride, 4);
-    return v;
-  };
+  auto at = [&](int j) { return int_at_stride<int32_t>(base, stride, j); };
   __m128i lo = _mm_cvtsi32_si128(at(0)), hi = _mm_cvtsi32_si128(at(4));
   lo = _mm_insert_epi32(lo, at(1), 1);
   hi = _mm_insert_epi32(hi, at(5), 1);

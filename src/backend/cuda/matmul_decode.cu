@@ -322,8 +322,7 @@ constexpr int kStreamRuns = 2;
 template <typename Ops>
 __global__ void __launch_bounds__(32 * kProductWarps) product_stream_kernel(ProductArgs a, int rows_per_warp) {
   static_assert(stageable<Ops>(), "one-lane block types with whole 16-byte runs");
-  constexpr int kRunBytes = 32 * Ops::kBlockBytes, kWords = kRunBytes / 16;
-  constexpr int kPer = (kStreamRuns * kWords + 31) / 32;  // 16-byte words per lane per chunk
+  constexpr int kRunBytes = 32 * Ops::kBlockBytes;
   constexpr int kActBytes = ActOps<Ops::kAct>::kBytes;
   __shared__ __align__(16) uint8_t stage[kProductWarps][kStreamRuns * kRunBytes];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
@@ -336,15 +335,13 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_stream_kernel(Prod
   const uint8_t* w = static_cast<const uint8_t*>(a.w) + first * a.w_row_bytes;
   // The chunk being folded is (row, g); the one being fetched (f_row, f_g): runs [g·kStreamRuns, …) of
   // row first + row. Counters, not divisions (64-bit division is a long instruction sequence).
-  uint4 v[kPer];
+  uint4 v[stage_words_per_lane<Ops, kStreamRuns>()];
   int f_row = 0, f_g = 0;
-  auto fetch = [&]() {
-    const uint4* src = reinterpret_cast<const uint4*>(w + f_row * a.w_row_bytes + f_g * (kStreamRuns * kRunBytes));
+  auto fetch = [&]() {  // the chunk's runs are consecutive in the row: matmul_types.cuh's stage_fetch
+    const uint8_t* src = w + f_row * a.w_row_bytes + f_g * (kStreamRuns * kRunBytes);
     const int left = runs_per_row - f_g * kStreamRuns;
-    const int words = (left < kStreamRuns ? left : kStreamRuns) * kWords;
-#pragma unroll
-    for (int i = 0; i < kPer; ++i)
-      if (lane + 32 * i < words) v[i] = __ldcs(src + lane + 32 * i);
+    stage_fetch<Ops, kStreamRuns>(v, [src](int r) { return src + r * kRunBytes; },
+                                  left < kStreamRuns ? left : kStreamRuns, lane);
     if (++f_g == chunks_per_row) f_g = 0, ++f_row;
   };
   fetch();  // weights are never written by a step: before the producer is waited for
@@ -356,12 +353,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_stream_kernel(Prod
   float p = 0.0f;
   for (int row = 0, g = 0; row < n_rows;) {
     const int left = runs_per_row - g * kStreamRuns, runs = left < kStreamRuns ? left : kStreamRuns;
-    const int words = runs * kWords;
-    __syncwarp();  // the warp's reads of the previous chunk are done
-#pragma unroll
-    for (int i = 0; i < kPer; ++i)
-      if (lane + 32 * i < words) reinterpret_cast<uint4*>(st)[lane + 32 * i] = v[i];
-    __syncwarp();
+    stage_commit<Ops, kStreamRuns>(st, v, runs, lane);  // after the warp's reads of the previous chunk
     if (f_row < n_rows) fetch();  // in flight while this chunk is folded
     for (int r = 0; r < runs; ++r) {
       const int b = (g * kStreamRuns + r) * 32 + lane;
