@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
   const int64_t nb = a.in / Ops::kBlock, act_bytes = nb * kActBytes;
   if constexpr (kTables) {
     for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];
-    for (int i = tid; i < 128; i += blockDim.x) tab_s.sign_masks[i] = d_iq2xxs.sign_masks[i];
+    for (int i = tid; i < 128; i += blockDim.x) tab_s.signs[i] = d_iq2xxs.signs[i];
   }
   wait_for_producer();  // the tables are constants; the ids and activations come from the producers
   const uint8_t* wz = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1);

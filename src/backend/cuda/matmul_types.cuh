@@ -220,19 +220,12 @@ struct TypeOps<TensorType::kMXFP4> {
 // one copy per including .cu: see the banner).
 struct Iq2xxsDeviceTables {
   uint64_t grid[256];
-  uint64_t sign_masks[128];  // byte j = 0xff where bit j of signs[k] is set (qdot::iq2_xxs_isum)
   uint8_t signs[128];
 };
 constexpr Iq2xxsDeviceTables make_iq2xxs_tables() {
   Iq2xxsDeviceTables t{};
   for (int i = 0; i < 256; ++i) t.grid[i] = qref::kIq2xxsGrid[i];
-  for (int i = 0; i < 128; ++i) {
-    t.signs[i] = qref::kIq2xxsSigns[i];
-    uint64_t m = 0;
-    for (int j = 0; j < 8; ++j)
-      if ((qref::kIq2xxsSigns[i] >> j) & 1) m |= uint64_t{0xff} << (8 * j);
-    t.sign_masks[i] = m;
-  }
+  for (int i = 0; i < 128; ++i) t.signs[i] = qref::kIq2xxsSigns[i];
   return t;
 }
 static __device__ const Iq2xxsDeviceTables d_iq2xxs = make_iq2xxs_tables();
@@ -246,13 +239,13 @@ struct TypeOps<TensorType::kIQ2_XXS> {
   using Isum = int32_t;
   __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
     return qdot::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a),
-                              d_iq2xxs.grid, d_iq2xxs.sign_masks, 2 * s, 2 * s + 2);
+                              d_iq2xxs.grid, d_iq2xxs.signs, 2 * s, 2 * s + 2);
   }
   // The same with the tables at `t` (a copy in shared memory).
   static constexpr bool kHasTables = true;
   __device__ static Isum part_with(const uint8_t* w, const uint8_t* a, int s, const Iq2xxsDeviceTables& t) {
     return qdot::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a), t.grid,
-                              t.sign_masks, 2 * s, 2 * s + 2);
+                              t.signs, 2 * s, 2 * s + 2);
   }
   __device__ static Isum add(Isum x, Isum y) { return x + y; }
   __device__ static Isum shfl_xor(Isum x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }

@@ -34,30 +34,29 @@ __device__ __forceinline__ int32_t q8_0_isum(const uint8_t* wblk, const BlockQ8_
   return s;
 }
 
-// iq2_xxs_isum over groups [g0, g1): with s_j = ±1 the sign of byte j, Σ s_j·g_j·a_j =
-// Σ g_j·a_j − 2·Σ_{s_j < 0} g_j·a_j, two dp4a per four grid bytes (the grid bytes 0…43 are valid
-// signed bytes; sign_masks[k] has byte j = 0xff where sign bit j of signs[k] is set, so g & mask keeps
-// the negative ones). Exact int32 either way: the reference's integer.
+// Byte j of the result is 0xff where bit j of the low four bits of b is set.
+__device__ __forceinline__ uint32_t sign_bytes(uint32_t b) { return ((b & 0xfu) * 0x00204081u & 0x01010101u) * 0xffu; }
+
+// iq2_xxs_isum over groups [g0, g1): grid bytes (0…43) get their signs per byte ((g ^ m) − m), then
+// dp4a against the activation words.
 __device__ __forceinline__ int32_t iq2_xxs_isum(const BlockIq2Xxs& w, const BlockQ8_K& a, const uint64_t* grid,
-                                               const uint64_t* sign_masks, int g0, int g1) {
+                                               const uint8_t* signs, int g0, int g1) {
   int32_t isum = 0;
   for (int g = g0; g < g1; ++g) {
     uint32_t aw[2];
     qref::iq2_xxs_group_words(w, g, aw);
     const int* a32 = reinterpret_cast<const int*>(a.qs + 32 * g);
-    int32_t all = 0, neg = 0;
+    int32_t gsum = 0;
 #pragma unroll
     for (int l = 0; l < 4; ++l) {
       const uint64_t gr = grid[(aw[0] >> (8 * l)) & 0xff];
-      const uint64_t mk = sign_masks[(aw[1] >> (7 * l)) & 127];
+      const uint32_t sg = signs[(aw[1] >> (7 * l)) & 127];
+      const uint32_t m_lo = sign_bytes(sg), m_hi = sign_bytes(sg >> 4);
       const uint32_t g_lo = static_cast<uint32_t>(gr), g_hi = static_cast<uint32_t>(gr >> 32);
-      const uint32_t m_lo = static_cast<uint32_t>(mk), m_hi = static_cast<uint32_t>(mk >> 32);
-      all = __dp4a(static_cast<int>(g_lo), a32[2 * l], all);
-      neg = __dp4a(static_cast<int>(g_lo & m_lo), a32[2 * l], neg);
-      all = __dp4a(static_cast<int>(g_hi), a32[2 * l + 1], all);
-      neg = __dp4a(static_cast<int>(g_hi & m_hi), a32[2 * l + 1], neg);
+      gsum = __dp4a(static_cast<int>(__vsub4(g_lo ^ m_lo, m_lo)), a32[2 * l], gsum);
+      gsum = __dp4a(static_cast<int>(__vsub4(g_hi ^ m_hi, m_hi)), a32[2 * l + 1], gsum);
     }
-    isum += static_cast<int32_t>(2 * (aw[1] >> 28) + 1) * (all - 2 * neg);
+    isum += static_cast<int32_t>(2 * (aw[1] >> 28) + 1) * gsum;
   }
   return isum;
 }
