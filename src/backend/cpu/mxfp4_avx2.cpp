@@ -74,42 +74,57 @@ inline __m256 e8m0_half_blocks8(const uint8_t* w, int cnt) {
 
 }  // namespace
 
-// mxfp4.h's order: chunk t = blocks 8t..8t+7 (lane j = block 8t + j) -> accumulator t % 4.
+namespace {
+
+// One chunk of cnt (≤ 8) blocks at wc / ac: a += (e8m0_half(e) · d_x) · (float)isum in its first cnt lanes.
+// Full chunks (the kernel's loop) have cnt = 8 as a constant: no per-block tests.
+__attribute__((always_inline)) inline void chunk(__m256& a, const uint8_t* wc, const uint8_t* ac, int cnt) {
+  const __m256i utbl = _mm256_broadcastsi128_si256(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  const __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);  // low half: low nibbles, high half: high
+  const __m256i low4 = _mm256_set1_epi8(0x0f), twelve = _mm256_set1_epi8(12);
+  __m256i p[8];
+  for (int j = 0; j < 8; ++j) {
+    if (j < cnt) {
+      const __m256i corr =
+          _mm256_maddubs_epi16(twelve, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ac + j * kABytes + 4)));
+      p[j] = block_dot(wc + j * kWBytes + 1, ac + j * kABytes + 4, corr, utbl, shift, low4);
+    } else {
+      p[j] = _mm256_setzero_si256();
+    }
+  }
+  __m256 dx;
+  if (cnt == 8) {
+    dx = f32_at_stride_avx2(ac, kABytes);
+  } else {
+    alignas(32) float dxa[8] = {};
+    for (int j = 0; j < cnt; ++j) std::memcpy(&dxa[j], ac + j * kABytes, 4);
+    dx = _mm256_load_ps(dxa);
+  }
+  const __m256 isum = _mm256_cvtepi32_ps(sum_lanes8(p));
+  const __m256 v = _mm256_mul_ps(_mm256_mul_ps(e8m0_half_blocks8(wc, cnt), dx), isum);
+  add_first_lanes_avx2(a, v, cnt);
+}
+
+}  // namespace
+
+// mxfp4.h's order: chunk t = blocks 8t..8t+7 (lane j = block 8t + j) -> accumulator t % 4, four full
+// chunks per iteration (the accumulators stay in registers), then the last up to 4 chunks.
 float mxfp4_vec_dot_avx2(int64_t n, const void* w, const void* act) {
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(act);
   const int64_t nb = n / 32;
-  const __m256i utbl = _mm256_broadcastsi128_si256(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-  const __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);  // low half: low nibbles, high half: high
-  const __m256i low4 = _mm256_set1_epi8(0x0f), twelve = _mm256_set1_epi8(12);
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t b = 0, t = 0; b < nb; b += 8, ++t) {
-    const int cnt = static_cast<int>(std::min<int64_t>(8, nb - b));
-    const uint8_t* wc = wp + b * kWBytes;
-    const uint8_t* ac = ap + b * kABytes;
-    __m256i p[8];
-    for (int j = 0; j < 8; ++j) {
-      if (j < cnt) {
-        const __m256i corr =
-            _mm256_maddubs_epi16(twelve, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ac + j * kABytes + 4)));
-        p[j] = block_dot(wc + j * kWBytes + 1, ac + j * kABytes + 4, corr, utbl, shift, low4);
-      } else {
-        p[j] = _mm256_setzero_si256();
-      }
-    }
-    __m256 dx;
-    if (cnt == 8) {
-      dx = f32_at_stride_avx2(ac, kABytes);
-    } else {
-      alignas(32) float dxa[8] = {};
-      for (int j = 0; j < cnt; ++j) std::memcpy(&dxa[j], ac + j * kABytes, 4);
-      dx = _mm256_load_ps(dxa);
-    }
-    const __m256 isum = _mm256_cvtepi32_ps(sum_lanes8(p));
-    const __m256 v = _mm256_mul_ps(_mm256_mul_ps(e8m0_half_blocks8(wc, cnt), dx), isum);
-    add_first_lanes_avx2(acc[t & 3], v, cnt);
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t b = 0;
+  for (; b + 32 <= nb; b += 32) {
+    chunk(a0, wp + b * kWBytes, ap + b * kABytes, 8);
+    chunk(a1, wp + (b + 8) * kWBytes, ap + (b + 8) * kABytes, 8);
+    chunk(a2, wp + (b + 16) * kWBytes, ap + (b + 16) * kABytes, 8);
+    chunk(a3, wp + (b + 24) * kWBytes, ap + (b + 24) * kABytes, 8);
   }
-  return reduce_partials32_avx2(acc[0], acc[1], acc[2], acc[3]);
+  __m256* acc[4] = {&a0, &a1, &a2, &a3};
+  for (int k = 0; b < nb; b += 8, ++k)
+    chunk(*acc[k], wp + b * kWBytes, ap + b * kABytes, static_cast<int>(std::min<int64_t>(8, nb - b)));
+  return reduce_partials32_avx2(a0, a1, a2, a3);
 }
 
 namespace {
