@@ -3,9 +3,9 @@
 //
 // Per super-block: vpmaddubsw (unsigned quants x signed q8 -> exact int16 pair sums, |pair| ≤ 3840),
 // vpmaddwd with the sub-block scales (int16, broadcast by vpshufb) -> int32 isum_sc lanes; isum_m is
-// vpmaddwd(mins, bsums). Both fold to 4 lanes, packed as [isum_sc | isum_m] (128-bit halves).
+// vpmaddwd(mins, bsums). Unpacks pack both (pack_sc_m); the chunk's transpose finishes the sums.
 // Super-blocks go in chunks of 8 (chunk c = super-blocks 8c .. 8c+7 -> accumulator c % 4, lane j =
-// super-block 8c + j, i.e. partial b % 32); a phaddd transpose gives isum_sc / isum_m vectors, then
+// super-block 8c + j, i.e. partial b % 32); an unpack transpose gives isum_sc / isum_m vectors, then
 // v = d_x·(d·isum_sc − dmin·isum_m) lane-wise (blended tails); final tree (acc0 + acc2) + (acc1 +
 // acc3), then halving folds. The Q2_K tile form (matmul) gives every (row, column) the same bits.
 #include <immintrin.h>
@@ -26,7 +26,16 @@ inline float reduce_partials(const __m256 acc[4]) {
   return reduce_partials32_avx2(acc[0], acc[1], acc[2], acc[3]);
 }
 
-inline __m128i fold(__m256i v) { return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)); }
+// Per 128-bit half [sc0+sc2, m0+m2, sc1+sc3, m1+m3] of a super-block's 8 isum_sc and 8 isum_m lanes (exact),
+// by unpacks and an add: vphaddd costs 2 cycles per instruction on AMD Zen 4 (4 unpacks cost the same).
+inline __m256i pack_sc_m(__m256i sc, __m256i m) {
+  return _mm256_add_epi32(_mm256_unpacklo_epi32(sc, m), _mm256_unpackhi_epi32(sc, m));
+}
+
+// Per half [S_a, M_a, S_b, M_b] (that half's sums) of two pack_sc_m vectors.
+inline __m256i pair_sc_m(__m256i a, __m256i b) {
+  return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+}
 
 // vpshufb control: int16 lanes of the low 128 bits = byte k0 of the source lane, high 128 = byte k1.
 inline __m256i bcast16(int k0, int k1) {
@@ -52,7 +61,7 @@ inline __m256i q2_k_super_block(const uint8_t* w, const uint8_t* a) {
     }
   }
   const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 260));
-  return _mm256_set_m128i(fold(_mm256_madd_epi16(mn16, bs)), fold(acc));
+  return pack_sc_m(acc, _mm256_madd_epi16(mn16, bs));
 }
 
 inline __m256i q4_k_super_block(const uint8_t* w, const uint8_t* a) {
@@ -76,7 +85,7 @@ inline __m256i q4_k_super_block(const uint8_t* w, const uint8_t* a) {
     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), s1));
   }
   const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 260));
-  return _mm256_set_m128i(fold(_mm256_madd_epi16(mdup, bs)), fold(acc));
+  return pack_sc_m(acc, _mm256_madd_epi16(mdup, bs));
 }
 
 template <int64_t kWBytes, int kDOffset, __m256i (*SuperBlock)(const uint8_t*, const uint8_t*)>
@@ -100,11 +109,19 @@ float k_quant_dot(int64_t n, const void* w, const void* act) {
       std::memcpy(&dxa[i], ac + i * kABytes, 4);
     }
     for (int i = cnt; i < 8; ++i) v[i] = _mm256_setzero_si256();
-    // 128-bit lane 0 of s0123: isum_sc of super-blocks 0..3, lane 1: isum_m of 0..3.
-    const __m256i s0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    const __m256i s4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-    const __m256i isc = _mm256_permute2x128_si256(s0123, s4567, 0x20);
-    const __m256i ism = _mm256_permute2x128_si256(s0123, s4567, 0x31);
+    // v[i]: super-block i's pack_sc_m; pair_sc_m(v[i], v[i+1]) per half: [S_i, M_i, S_i+1, M_i+1]; adding
+    // the halves gives whole sums: sm0123 = [S0 M0 S1 M1 | S2 M2 S3 M3].
+    const __m256i h01 = pair_sc_m(v[0], v[1]), h23 = pair_sc_m(v[2], v[3]);
+    const __m256i h45 = pair_sc_m(v[4], v[5]), h67 = pair_sc_m(v[6], v[7]);
+    const __m256 sm0123 = _mm256_castsi256_ps(
+        _mm256_add_epi32(_mm256_permute2x128_si256(h01, h23, 0x20), _mm256_permute2x128_si256(h01, h23, 0x31)));
+    const __m256 sm4567 = _mm256_castsi256_ps(
+        _mm256_add_epi32(_mm256_permute2x128_si256(h45, h67, 0x20), _mm256_permute2x128_si256(h45, h67, 0x31)));
+    // Even dwords -> [S0 S1 S4 S5 | S2 S3 S6 S7], then the 64-bit pieces in order (integer bits moved as floats).
+    const __m256i isc = _mm256_permute4x64_epi64(
+        _mm256_castps_si256(_mm256_shuffle_ps(sm0123, sm4567, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0));
+    const __m256i ism = _mm256_permute4x64_epi64(
+        _mm256_castps_si256(_mm256_shuffle_ps(sm0123, sm4567, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0));
     const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
     const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dmh)));
     const __m256 dx = _mm256_load_ps(dxa);

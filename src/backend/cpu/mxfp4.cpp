@@ -97,6 +97,9 @@ std::span<const TypeKernels> mxfp4_type_kernels() {
       .quantize_row = mxfp4_quantize_row,
       .vec_dot = {mxfp4_vec_dot_scalar, mxfp4_vec_dot_avx2, mxfp4_vec_dot_avx512, mxfp4_vec_dot_avx512vbmi},
       .vec_dot_rows = {nullptr, nullptr, mxfp4_vec_dot_rows_avx512, mxfp4_vec_dot_rows_avx512vbmi},
+      .vec_dot_tile = {nullptr, mxfp4_vec_dot_tile8_avx2},
+      .tile_rows = {0, 8},
+      .tile_cols = {0, kMxfp4Avx2TileCols},
   }};
   return table;
 }

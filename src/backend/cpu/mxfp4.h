@@ -31,6 +31,11 @@ static_assert(mxfp4_values_match());
 
 float mxfp4_vec_dot_scalar(int64_t n, const void* w, const void* act);
 float mxfp4_vec_dot_avx2(int64_t n, const void* w, const void* act);
+// Tile form (quant.h VecDotTileFn) for matmul at the AVX2 level: nr 1..8 rows (in vector lanes) x nc
+// 1..kMxfp4Avx2TileCols columns; activation quants in [-127, 127] (quantize_act's range: vpsignb).
+constexpr int kMxfp4Avx2TileCols = 16;
+void mxfp4_vec_dot_tile8_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
+                              int nc, float* out, int64_t out_stride);
 float mxfp4_vec_dot_avx512(int64_t n, const void* w, const void* act);
 // Multi-row form (VecDotRowsFn): out[i] == mxfp4_vec_dot_avx512(n, w + i * w_stride, act) bit for bit.
 void mxfp4_vec_dot_rows_avx512(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);

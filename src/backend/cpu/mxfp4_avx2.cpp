@@ -6,10 +6,17 @@
 // last chunk adds only its valid lanes. Reduction: (acc0 + acc2, acc1 + acc3) (s = 16), their sum
 // (s = 8), 128-bit halves (s = 4), then s = 2 and s = 1 — Partials32::reduce's tree.
 //
-// Integer dot (exact): nibbles -> int8 kvalues with vpshufb; vpmaddubsw(q ^ 0x80, kv) − vpmaddubsw(0x80,
-// kv) gives exact int16 pair sums Σ q·kv (|.| <= 6120 before the subtraction, no saturation), then
-// vpmaddwd with ones -> int32.
+// Integer dot (exact): nibbles -> kvalue + 12 (unsigned) with vpshufb; vpmaddubsw(kv + 12, q) −
+// vpmaddubsw(12, q) gives exact int16 pair sums Σ kv·q (block_dot), then vpmaddwd with ones -> int32.
+// (A 4-row vec_dot_rows sharing the activation work measured 14.3 vs 13.0 GB/s per thread from L2 but
+// streamed DRAM worse, 2 threads 13 vs 25 GB/s, so matrix x vector stays on this one-row kernel.)
+//
+// The tile form (matmul, mxfp4_vec_dot_tile8_avx2) puts 8 rows in the lanes instead, with the same
+// integers, products and additions per (row, column).
 #include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
 
 #include "backend/cpu/mxfp4.h"
 #include "backend/cpu/quant.h"
@@ -18,65 +25,247 @@
 namespace dsv4::cpu {
 namespace {
 
-struct Consts {
-  __m256i tbl, low4, bias, ones16;
-};
+constexpr int64_t kWBytes = sizeof(BlockMxfp4);    // 17: e, then qs[16]
+constexpr int64_t kABytes = sizeof(BlockQ8_0Act);  // 36: d, then qs[32]
 
-// 8 int32 partial dots of one block.
-inline __m256i block_dot(const Consts& c, const BlockMxfp4& w, const BlockQ8_0Act& x) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs));
-  const __m128i lo = _mm_and_si128(raw, _mm256_castsi256_si128(c.low4));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm256_castsi256_si128(c.low4));
-  const __m256i nib = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-  const __m256i kv = _mm256_shuffle_epi8(c.tbl, nib);
-  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
-  const __m256i p1 = _mm256_maddubs_epi16(_mm256_xor_si256(q, c.bias), kv);
-  const __m256i p2 = _mm256_maddubs_epi16(c.bias, kv);
-  return _mm256_madd_epi16(_mm256_sub_epi16(p1, p2), c.ones16);
+// e8m0_half (blocks.h) per dword, e in 0..255: e < 2 gives the subnormal bits 0x00200000 << e, else
+// (e − 1) << 23.
+inline __m256 e8m0_half_avx2(__m256i e) {
+  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+  const __m256i big_bits = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i small_bits = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(big_bits, small_bits, small));
 }
 
-// Lane j = exact int dot of block j for the count (<= 8) valid blocks, 0 elsewhere.
-inline __m256i chunk_isums(const Consts& c, const BlockMxfp4* w, const BlockQ8_0Act* x, int count) {
-  __m256i p[8];
-  for (int k = 0; k < 8; ++k) p[k] = k < count ? block_dot(c, w[k], x[k]) : _mm256_setzero_si256();
-  const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
-  const __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
-  const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]);
-  const __m256i h67 = _mm256_hadd_epi32(p[6], p[7]);
-  const __m256i a = _mm256_hadd_epi32(h01, h23);  // [0,1,2,3 low-half sums | 0,1,2,3 high-half sums]
-  const __m256i b = _mm256_hadd_epi32(h45, h67);
+// ---- vec_dot / vec_dot_rows: blocks in vector lanes -----------------------------------------------
+
+// Lane j = Σ of p[j]'s 8 lanes (exact), by unpack-and-add steps: vphaddd costs 2 cycles per instruction
+// on AMD Zen 4 (4 unpacks cost the same), and this tree was the vec_dot's largest shuffle cost.
+inline __m256i sum_lanes8(const __m256i* p) {
+  __m256i t[4];
+  for (int i = 0; i < 4; ++i)  // per half [a0+a2, b0+b2, a1+a3, b1+b3], a = p[2i], b = p[2i+1]
+    t[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2 * i], p[2 * i + 1]), _mm256_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+  // per half [Σ p0, Σ p1, Σ p2, Σ p3] (that half's lanes), then the same for p4..p7
+  const __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi64(t[0], t[1]), _mm256_unpackhi_epi64(t[0], t[1]));
+  const __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi64(t[2], t[3]), _mm256_unpackhi_epi64(t[2], t[3]));
   return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+// 8 int32 partial dots of one block: the 16 qs bytes broadcast to both 128-bit halves, the high half
+// shifted right by 4 (vpsrlvd), masked to nibbles and looked up as u = kvalue + 12 (0..24, unsigned);
+// vpmaddubsw(u, q) − corr, corr = vpmaddubsw(12, q) of the activation block, is Σ kvalue·q per int16 pair
+// (each term ≤ 2·24·128, the difference ≤ 3072: exact, no saturation, q = −128 included), then vpmaddwd
+// with ones -> int32.
+inline __m256i block_dot(const uint8_t* qs, const uint8_t* xq, __m256i corr, __m256i utbl, __m256i shift, __m256i low4) {
+  const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i u = _mm256_shuffle_epi8(utbl, _mm256_and_si256(_mm256_srlv_epi32(raw, shift), low4));
+  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+  return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, q), corr), _mm256_set1_epi16(1));
+}
+
+// e8m0_half of the exponent bytes of the cnt (≤ 8) blocks at w (lanes ≥ cnt: e = 0), gathered in a
+// general-purpose register (a vpgatherdd or stack copies stall; the integer pipes are idle here).
+inline __m256 e8m0_half_blocks8(const uint8_t* w, int cnt) {
+  uint64_t e = 0;
+  for (int j = 0; j < 8; ++j)
+    if (j < cnt) e |= static_cast<uint64_t>(w[j * kWBytes]) << (8 * j);
+  return e8m0_half_avx2(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(e))));
 }
 
 }  // namespace
 
-float mxfp4_vec_dot_avx2(int64_t n, const void* w, const void* act) {
-  const auto* wb = static_cast<const BlockMxfp4*>(w);
-  const auto* xb = static_cast<const BlockQ8_0Act*>(act);
-  const int64_t nb = n / 32;
-  Consts c;
-  c.tbl = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
-  c.low4 = _mm256_set1_epi8(0x0f);
-  c.bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  c.ones16 = _mm256_set1_epi16(1);
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  int64_t t = 0;
-  for (int64_t b = 0; b < nb; b += 8, ++t) {
-    const int count = nb - b >= 8 ? 8 : static_cast<int>(nb - b);
-    alignas(32) float sc[8] = {};
-    for (int j = 0; j < count; ++j) sc[j] = e8m0_half(wb[b + j].e) * xb[b + j].d;
-    const __m256 isum = _mm256_cvtepi32_ps(chunk_isums(c, wb + b, xb + b, count));
-    const __m256 v = _mm256_mul_ps(_mm256_load_ps(sc), isum);
-    const __m256 sum = _mm256_add_ps(acc[t & 3], v);
-    if (count == 8) {
-      acc[t & 3] = sum;
+namespace {
+
+// One chunk of cnt (≤ 8) blocks at wc / ac: a += (e8m0_half(e) · d_x) · (float)isum in its first cnt lanes.
+// Full chunks (the kernel's loop) have cnt = 8 as a constant: no per-block tests.
+__attribute__((always_inline)) inline void chunk(__m256& a, const uint8_t* wc, const uint8_t* ac, int cnt) {
+  const __m256i utbl = _mm256_broadcastsi128_si256(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  const __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);  // low half: low nibbles, high half: high
+  const __m256i low4 = _mm256_set1_epi8(0x0f), twelve = _mm256_set1_epi8(12);
+  __m256i p[8];
+  for (int j = 0; j < 8; ++j) {
+    if (j < cnt) {
+      const __m256i corr =
+          _mm256_maddubs_epi16(twelve, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ac + j * kABytes + 4)));
+      p[j] = block_dot(wc + j * kWBytes + 1, ac + j * kABytes + 4, corr, utbl, shift, low4);
     } else {
-      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-      const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(count), lane));
-      acc[t & 3] = _mm256_blendv_ps(acc[t & 3], sum, valid);
+      p[j] = _mm256_setzero_si256();
     }
   }
-  return reduce_partials32_avx2(acc[0], acc[1], acc[2], acc[3]);
+  __m256 dx;
+  if (cnt == 8) {
+    dx = f32_at_stride_avx2(ac, kABytes);
+  } else {
+    alignas(32) float dxa[8] = {};
+    for (int j = 0; j < cnt; ++j) std::memcpy(&dxa[j], ac + j * kABytes, 4);
+    dx = _mm256_load_ps(dxa);
+  }
+  const __m256 isum = _mm256_cvtepi32_ps(sum_lanes8(p));
+  const __m256 v = _mm256_mul_ps(_mm256_mul_ps(e8m0_half_blocks8(wc, cnt), dx), isum);
+  add_first_lanes_avx2(a, v, cnt);
+}
+
+}  // namespace
+
+// mxfp4.h's order: chunk t = blocks 8t..8t+7 (lane j = block 8t + j) -> accumulator t % 4, four full
+// chunks per iteration (the accumulators stay in registers), then the last up to 4 chunks.
+float mxfp4_vec_dot_avx2(int64_t n, const void* w, const void* act) {
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* ap = static_cast<const uint8_t*>(act);
+  const int64_t nb = n / 32;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t b = 0;
+  for (; b + 32 <= nb; b += 32) {
+    chunk(a0, wp + b * kWBytes, ap + b * kABytes, 8);
+    chunk(a1, wp + (b + 8) * kWBytes, ap + (b + 8) * kABytes, 8);
+    chunk(a2, wp + (b + 16) * kWBytes, ap + (b + 16) * kABytes, 8);
+    chunk(a3, wp + (b + 24) * kWBytes, ap + (b + 24) * kABytes, 8);
+  }
+  __m256* acc[4] = {&a0, &a1, &a2, &a3};
+  for (int k = 0; b < nb; b += 8, ++k)
+    chunk(*acc[k], wp + b * kWBytes, ap + b * kABytes, static_cast<int>(std::min<int64_t>(8, nb - b)));
+  return reduce_partials32_avx2(a0, a1, a2, a3);
+}
+
+namespace {
+
+// ---- tile8: rows in vector lanes (matmul at AVX2) -------------------------------------------------
+//
+// R[k] lane r = dword k of row r's qs (bytes 4k .. 4k+3), by 16-byte loads (rows i and i + 4 in one
+// vector) and a 4x4 dword transpose per 128-bit half. Its low nibbles are elements 4k .. 4k+3 (activation
+// dword k), its high nibbles elements 16 + 4k .. (activation dword 4 + k). Rows ≥ nr read row 0 (valid
+// memory) and are dropped.
+inline void transpose_qs8(const uint8_t* qs, int64_t stride, int nr, __m256i R[4]) {
+  __m256i z[4];
+  for (int i = 0; i < 4; ++i) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + (i < nr ? i : 0) * stride));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + (i + 4 < nr ? i + 4 : 0) * stride));
+    z[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);  // row i | row i + 4
+  }
+  const __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]);  // r0d0 r1d0 r0d1 r1d1 | r4d0 r5d0 r4d1 r5d1
+  const __m256i t1 = _mm256_unpackhi_epi32(z[0], z[1]);  // r0d2 r1d2 r0d3 r1d3 | ..
+  const __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]);  // r2d0 r3d0 r2d1 r3d1 | ..
+  const __m256i t3 = _mm256_unpackhi_epi32(z[2], z[3]);
+  R[0] = _mm256_unpacklo_epi64(t0, t2);  // d0 of rows 0-3 | rows 4-7
+  R[1] = _mm256_unpackhi_epi64(t0, t2);
+  R[2] = _mm256_unpacklo_epi64(t1, t3);
+  R[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+// e8m0_half of the exponent bytes at base + r·stride, r < 8 (rows ≥ nr read row 0).
+inline __m256 e8m0_half_rows8(const uint8_t* base, int64_t stride, int nr) {
+  const auto at = [&](int r) { return static_cast<int>(base[(r < nr ? r : 0) * stride]); };
+  __m128i lo = _mm_cvtsi32_si128(at(0)), hi = _mm_cvtsi32_si128(at(4));
+  lo = _mm_insert_epi32(lo, at(1), 1);
+  hi = _mm_insert_epi32(hi, at(5), 1);
+  lo = _mm_insert_epi32(lo, at(2), 2);
+  hi = _mm_insert_epi32(hi, at(6), 2);
+  lo = _mm_insert_epi32(lo, at(3), 3);
+  hi = _mm_insert_epi32(hi, at(7), 3);
+  return e8m0_half_avx2(_mm256_set_m128i(hi, lo));
+}
+
+// Columns xq[0 .. C-1] of one block (lane r = the exact int dot of row r and that column):
+// maddubs(|kv|, sign(x, kv)) = kv·x per byte (|kv| ≤ 12; sign(x, kv) = ±x or 0, x ∈ [−127, 127] so the
+// negation never wraps). Pair sums ≤ 2·12·127 = 3048, so the 8 groups add up in int16 (≤ 24384 < 2^15)
+// before one vpmaddwd with ones -> int32. Named sums and an empty asm per step keep GCC from
+// reassociating (and spilling) them; A and |A| come through opaque pointers (q8_0_avx2.cpp's scheme).
+// C ≤ 8 columns per pass: the eight sums, A_g, |A_g| and temporaries fit AVX2's 16 registers.
+static_assert(kMxfp4Avx2TileCols % 8 == 0 && kMxfp4Avx2TileCols <= kMaxTileColsAny, "passes of 8 columns");
+template <int C>
+__attribute__((always_inline)) inline void tile8_block_cols(const __m256i* A, const __m256i* Aabs,
+                                                            const uint8_t* const* xq, __m256i* isum) {
+  __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+  const auto step = [&](__m256i& s, __m256i a, __m256i aa, const uint8_t* x) {
+    int32_t xd;
+    std::memcpy(&xd, x, 4);
+    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(aa, _mm256_sign_epi8(_mm256_set1_epi32(xd), a)));
+    __asm__("" : "+x"(s));
+  };
+#pragma GCC unroll 8
+  for (int g = 0; g < 8; ++g) {
+    const __m256i* ap = A + g;
+    const __m256i* aap = Aabs + g;
+    __asm__("" : "+r"(ap), "+r"(aap));
+    const __m256i a = _mm256_load_si256(ap), aa = _mm256_load_si256(aap);
+    step(s0, a, aa, xq[0] + 4 * g);
+    if (C > 1) step(s1, a, aa, xq[1] + 4 * g);
+    if (C > 2) step(s2, a, aa, xq[2] + 4 * g);
+    if (C > 3) step(s3, a, aa, xq[3] + 4 * g);
+    if (C > 4) step(s4, a, aa, xq[4] + 4 * g);
+    if (C > 5) step(s5, a, aa, xq[5] + 4 * g);
+    if (C > 6) step(s6, a, aa, xq[6] + 4 * g);
+    if (C > 7) step(s7, a, aa, xq[7] + 4 * g);
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+  for (int c = 0; c < C; ++c) isum[c] = _mm256_madd_epi16(s[c], ones);
+}
+
+}  // namespace
+
+// nr (1..8) rows × nc (1..kMxfp4Avx2TileCols) columns with the rows in the 8 lanes of a vector (no
+// per-block horizontal reduction): per block b, the rows' nibbles transposed (transpose_qs8) and
+// looked up as kvalues A_g and |kvalues| |A_g| (g = activation dword); per column, lane r = the block's
+// exact int dot of row r (tile8_block_cols); v = (e8m0_half(e) · d_x) · (float)isum for the 8 rows is
+// added into partial[b % 32] of the column (kept in memory, lanes = rows), and the 32 partials fold
+// with Partials32's tree, elementwise over the rows: mxfp4_vec_dot_scalar's integers, products and
+// additions in its order for every (row, column). Needs activation quants in [−127, 127] (what
+// quantize_act writes); vec_dot also takes −128. A block's decode serves every column of the call.
+void mxfp4_vec_dot_tile8_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
+                              int nc, float* out, int64_t out_stride) {
+  const auto* wp = static_cast<const uint8_t*>(w);
+  const auto* ap = static_cast<const uint8_t*>(act);
+  const int64_t nb = n / 32;
+  const __m256i tbl = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+  const __m256i abs_tbl = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12));
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  alignas(32) float part[kMxfp4Avx2TileCols][32][8];
+  for (int c = 0; c < nc; ++c)
+    for (int i = 0; i < 32; ++i) _mm256_store_ps(part[c][i], _mm256_setzero_ps());
+  alignas(32) __m256i A[8], Aabs[8];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = wp + b * static_cast<int64_t>(sizeof(BlockMxfp4));
+    __m256i R[4];
+    transpose_qs8(wb + 1, w_stride, nr, R);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i lo = _mm256_and_si256(R[k], low4), hi = _mm256_and_si256(_mm256_srli_epi16(R[k], 4), low4);
+      A[k] = _mm256_shuffle_epi8(tbl, lo);
+      Aabs[k] = _mm256_shuffle_epi8(abs_tbl, lo);
+      A[4 + k] = _mm256_shuffle_epi8(tbl, hi);
+      Aabs[4 + k] = _mm256_shuffle_epi8(abs_tbl, hi);
+    }
+    __asm__("" : : "r"(A), "r"(Aabs) : "memory");  // stored: tile8_block_cols reads them through pointers
+    const __m256 dw = e8m0_half_rows8(wb, w_stride, nr);
+    const uint8_t* xq[kMxfp4Avx2TileCols];
+    for (int c = 0; c < nc; ++c) xq[c] = ap + c * act_stride + b * static_cast<int64_t>(sizeof(BlockQ8_0Act)) + 4;
+    __m256i isum[kMxfp4Avx2TileCols];
+    for (int c0 = 0; c0 < nc; c0 += 8) {
+      switch (std::min(nc - c0, 8)) {
+        case 1: tile8_block_cols<1>(A, Aabs, xq + c0, isum + c0); break;
+        case 2: tile8_block_cols<2>(A, Aabs, xq + c0, isum + c0); break;
+        case 3: tile8_block_cols<3>(A, Aabs, xq + c0, isum + c0); break;
+        case 4: tile8_block_cols<4>(A, Aabs, xq + c0, isum + c0); break;
+        case 5: tile8_block_cols<5>(A, Aabs, xq + c0, isum + c0); break;
+        case 6: tile8_block_cols<6>(A, Aabs, xq + c0, isum + c0); break;
+        case 7: tile8_block_cols<7>(A, Aabs, xq + c0, isum + c0); break;
+        default: tile8_block_cols<8>(A, Aabs, xq + c0, isum + c0); break;
+      }
+    }
+    for (int c = 0; c < nc; ++c) {
+      float dx;
+      std::memcpy(&dx, xq[c] - 4, sizeof dx);
+      const __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum[c]));
+      float* p = part[c][b % 32];
+      _mm256_store_ps(p, _mm256_add_ps(_mm256_load_ps(p), v));
+    }
+  }
+  for (int c = 0; c < nc; ++c) {
+    for (int s = 16; s >= 1; s >>= 1)
+      for (int i = 0; i < s; ++i)
+        _mm256_store_ps(part[c][i], _mm256_add_ps(_mm256_load_ps(part[c][i]), _mm256_load_ps(part[c][i + s])));
+    for (int r = 0; r < nr; ++r) out[c * out_stride + r] = part[c][0][r];
+  }
 }
 
 }  // namespace dsv4::cpu

@@ -48,8 +48,8 @@ using VecDotRowsFn = void (*)(int64_t n, const void* w, int64_t w_stride, const 
 // nr (1..4, or the type's tile_rows) rows x nc (1..kMaxTileCols) activation columns (column c at
 // act + c * act_stride bytes; the prepared form when the type has prepare_act): out[c * out_stride + i] must equal the dot of row
 // i and column c bit for bit. Lets a kernel expand each weight block once for several columns (matmul).
-// The activations are as quantize_act writes them: Q8_0 quants in [-127, 127] (the AVX2 Q8_0 tile
-// negates them with vpsignb; vec_dot and vec_dot_rows also take -128).
+// The activations are as quantize_act writes them: Q8_0 quants in [-127, 127] (the AVX2 Q8_0 and MXFP4
+// tiles negate them with vpsignb; vec_dot and vec_dot_rows also take -128).
 using VecDotTileFn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride,
                               int nr, int nc, float* out, int64_t out_stride);
 // 8: 16 (one decode per ~12-token MoE expert of a 512-token prefill chunk) measured no faster in the

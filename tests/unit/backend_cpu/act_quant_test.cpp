@@ -76,8 +76,8 @@ TEST(ActQuant, Avx512MatchesScalarQ8_K) {
 }
 
 // Q8_0 activation quants lie in [-127, 127] for every row (NaN, ±inf, ties, subnormals included), at
-// every level: the AVX2 Q8_0 tile (q8_0_avx2.cpp, vec_dot_tile8_q8_0_avx2) negates them with vpsignb,
-// which would wrap -128.
+// every level: the AVX2 Q8_0 and MXFP4 tiles (q8_0_avx2.cpp vec_dot_tile8_q8_0_avx2, mxfp4_avx2.cpp
+// mxfp4_vec_dot_tile8_avx2) negate them with vpsignb, which would wrap -128.
 TEST(ActQuant, Q8_0QuantsNeverMinus128) {
   std::vector<std::vector<float>> rows = act_rows();
   std::vector<float> extremes(1024);

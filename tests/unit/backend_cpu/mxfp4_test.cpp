@@ -268,6 +268,45 @@ TEST(Mxfp4, VecDotRowsBitIdentical) {
   DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
+// Tile kernels (quant.h VecDotTileFn; AVX2: 8 rows in vector lanes, up to 16 columns in passes of 8) ==
+// scalar vec_dot bit for bit: every nr and nc, short chunks, padded strides, every exponent byte (0 and 1
+// are the subnormal scales; mode 3 keeps e in 0..3 with large d so that they decide the result),
+// activations at quantize_act's extremes ±127 (-128 becomes -127, as quantize_act writes them) and huge /
+// tiny d.
+TEST(Mxfp4, TileMatchesScalarOnRawBlocks) {
+  std::mt19937 rng(14);
+  for (int64_t nb : {1, 7, 8, 9, 31, 32, 33, 100}) {
+    for (int mode = 0; mode < 4; ++mode) {
+      const int64_t w_stride = nb * static_cast<int64_t>(sizeof(BlockMxfp4)) + (mode == 1 ? 3 : 0);
+      const int64_t a_stride = nb * static_cast<int64_t>(sizeof(BlockQ8_0Act)) + (mode == 1 ? 8 : 0);
+      std::vector<uint8_t> w(static_cast<size_t>(kMaxTileRows * w_stride)), a(static_cast<size_t>(kMaxTileColsAny * a_stride));
+      for (int r = 0; r < kMaxTileRows; ++r) {
+        auto blocks = mode == 0   ? random_blocks(rng, nb, 100, 140)
+                      : mode == 3 ? random_blocks(rng, nb, 0, 3)
+                                  : random_blocks(rng, nb, 0, 255);
+        std::memcpy(w.data() + r * w_stride, blocks.data(), blocks.size() * sizeof(BlockMxfp4));
+      }
+      for (int c = 0; c < kMaxTileColsAny; ++c) {
+        auto act = random_act(rng, nb, -0.5f, 0.5f);
+        for (auto& b : act) {
+          for (auto& x : b.qs) {
+            if (mode == 2) x = (rng() & 1) ? int8_t{127} : int8_t{-127};
+            if (x == -128) x = -127;
+          }
+          if (mode == 2) b.d = (rng() & 1) ? 3e38f : -1e-30f;
+          if (mode == 3) b.d *= 1e30f;
+        }
+        std::memcpy(a.data() + c * a_stride, act.data(), act.size() * sizeof(BlockQ8_0Act));
+      }
+      EXPECT_GE(test::expect_tiles_match_scalar(kernels(), 32 * nb, w.data(), w_stride, a.data(), a_stride,
+                                                kMaxTileColsAny, "nb " + std::to_string(nb) + " mode " + std::to_string(mode),
+                                                kMaxTileRows),
+                static_cast<int>(detected_simd_level()) >= static_cast<int>(SimdLevel::kAvx2) ? 1 : 0);
+    }
+  }
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
+}
+
 TEST(Mxfp4, VecDotMatchesF64) {
   std::mt19937 rng(6);
   for (int64_t nb : {1, 16, 37, 128}) {
