@@ -21,6 +21,7 @@
 #include "backend/cpu/mxfp4.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/simd_reduce.h"
+#include "backend/cpu/tile8_avx2.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -154,52 +155,7 @@ inline void transpose_qs8(const uint8_t* qs, int64_t stride, int nr, __m256i R[4
 
 // e8m0_half of the exponent bytes at base + r·stride, r < 8 (rows ≥ nr read row 0).
 inline __m256 e8m0_half_rows8(const uint8_t* base, int64_t stride, int nr) {
-  const auto at = [&](int r) { return static_cast<int>(base[(r < nr ? r : 0) * stride]); };
-  __m128i lo = _mm_cvtsi32_si128(at(0)), hi = _mm_cvtsi32_si128(at(4));
-  lo = _mm_insert_epi32(lo, at(1), 1);
-  hi = _mm_insert_epi32(hi, at(5), 1);
-  lo = _mm_insert_epi32(lo, at(2), 2);
-  hi = _mm_insert_epi32(hi, at(6), 2);
-  lo = _mm_insert_epi32(lo, at(3), 3);
-  hi = _mm_insert_epi32(hi, at(7), 3);
-  return e8m0_half_avx2(_mm256_set_m128i(hi, lo));
-}
-
-// Columns xq[0 .. C-1] of one block (lane r = the exact int dot of row r and that column):
-// maddubs(|kv|, sign(x, kv)) = kv·x per byte (|kv| ≤ 12; sign(x, kv) = ±x or 0, x ∈ [−127, 127] so the
-// negation never wraps). Pair sums ≤ 2·12·127 = 3048, so the 8 groups add up in int16 (≤ 24384 < 2^15)
-// before one vpmaddwd with ones -> int32. Named sums and an empty asm per step keep GCC from
-// reassociating (and spilling) them; A and |A| come through opaque pointers (q8_0_avx2.cpp's scheme).
-// C ≤ 8 columns per pass: the eight sums, A_g, |A_g| and temporaries fit AVX2's 16 registers.
-static_assert(kMxfp4Avx2TileCols % 8 == 0 && kMxfp4Avx2TileCols <= kMaxTileColsAny, "passes of 8 columns");
-template <int C>
-__attribute__((always_inline)) inline void tile8_block_cols(const __m256i* A, const __m256i* Aabs,
-                                                            const uint8_t* const* xq, __m256i* isum) {
-  __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-  const auto step = [&](__m256i& s, __m256i a, __m256i aa, const uint8_t* x) {
-    int32_t xd;
-    std::memcpy(&xd, x, 4);
-    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(aa, _mm256_sign_epi8(_mm256_set1_epi32(xd), a)));
-    __asm__("" : "+x"(s));
-  };
-#pragma GCC unroll 8
-  for (int g = 0; g < 8; ++g) {
-    const __m256i* ap = A + g;
-    const __m256i* aap = Aabs + g;
-    __asm__("" : "+r"(ap), "+r"(aap));
-    const __m256i a = _mm256_load_si256(ap), aa = _mm256_load_si256(aap);
-    step(s0, a, aa, xq[0] + 4 * g);
-    if (C > 1) step(s1, a, aa, xq[1] + 4 * g);
-    if (C > 2) step(s2, a, aa, xq[2] + 4 * g);
-    if (C > 3) step(s3, a, aa, xq[3] + 4 * g);
-    if (C > 4) step(s4, a, aa, xq[4] + 4 * g);
-    if (C > 5) step(s5, a, aa, xq[5] + 4 * g);
-    if (C > 6) step(s6, a, aa, xq[6] + 4 * g);
-    if (C > 7) step(s7, a, aa, xq[7] + 4 * g);
-  }
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i s[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
-  for (int c = 0; c < C; ++c) isum[c] = _mm256_madd_epi16(s[c], ones);
+  return e8m0_half_avx2(ints8_avx2([&](int r) { return static_cast<int>(base[(r < nr ? r : 0) * stride]); }));
 }
 
 }  // namespace
@@ -207,7 +163,7 @@ __attribute__((always_inline)) inline void tile8_block_cols(const __m256i* A, co
 // nr (1..8) rows × nc (1..kMxfp4Avx2TileCols) columns with the rows in the 8 lanes of a vector (no
 // per-block horizontal reduction): per block b, the rows' nibbles transposed (transpose_qs8) and
 // looked up as kvalues A_g and |kvalues| |A_g| (g = activation dword); per column, lane r = the block's
-// exact int dot of row r (tile8_block_cols); v = (e8m0_half(e) · d_x) · (float)isum for the 8 rows is
+// exact int dot of row r (tile8_avx2.h); v = (e8m0_half(e) · d_x) · (float)isum for the 8 rows is
 // added into partial[b % 32] of the column (kept in memory, lanes = rows), and the 32 partials fold
 // with Partials32's tree, elementwise over the rows: mxfp4_vec_dot_scalar's integers, products and
 // additions in its order for every (row, column). Needs activation quants in [−127, 127] (what
@@ -220,9 +176,9 @@ void mxfp4_vec_dot_tile8_avx2(int64_t n, const void* w, int64_t w_stride, const 
   const __m256i tbl = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
   const __m256i abs_tbl = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12));
   const __m256i low4 = _mm256_set1_epi8(0x0f);
+  static_assert(kMxfp4Avx2TileCols % 8 == 0 && kMxfp4Avx2TileCols <= kMaxTileColsAny, "passes of 8 columns");
   alignas(32) float part[kMxfp4Avx2TileCols][32][8];
-  for (int c = 0; c < nc; ++c)
-    for (int i = 0; i < 32; ++i) _mm256_store_ps(part[c][i], _mm256_setzero_ps());
+  tile8::zero_partials(part, nc);
   alignas(32) __m256i A[8], Aabs[8];
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = wp + b * static_cast<int64_t>(sizeof(BlockMxfp4));
@@ -235,37 +191,16 @@ void mxfp4_vec_dot_tile8_avx2(int64_t n, const void* w, int64_t w_stride, const 
       A[4 + k] = _mm256_shuffle_epi8(tbl, hi);
       Aabs[4 + k] = _mm256_shuffle_epi8(abs_tbl, hi);
     }
-    __asm__("" : : "r"(A), "r"(Aabs) : "memory");  // stored: tile8_block_cols reads them through pointers
+    __asm__("" : : "r"(A), "r"(Aabs) : "memory");  // stored: tile8::block_cols reads them through pointers
     const __m256 dw = e8m0_half_rows8(wb, w_stride, nr);
     const uint8_t* xq[kMxfp4Avx2TileCols];
     for (int c = 0; c < nc; ++c) xq[c] = ap + c * act_stride + b * static_cast<int64_t>(sizeof(BlockQ8_0Act)) + 4;
     __m256i isum[kMxfp4Avx2TileCols];
-    for (int c0 = 0; c0 < nc; c0 += 8) {
-      switch (std::min(nc - c0, 8)) {
-        case 1: tile8_block_cols<1>(A, Aabs, xq + c0, isum + c0); break;
-        case 2: tile8_block_cols<2>(A, Aabs, xq + c0, isum + c0); break;
-        case 3: tile8_block_cols<3>(A, Aabs, xq + c0, isum + c0); break;
-        case 4: tile8_block_cols<4>(A, Aabs, xq + c0, isum + c0); break;
-        case 5: tile8_block_cols<5>(A, Aabs, xq + c0, isum + c0); break;
-        case 6: tile8_block_cols<6>(A, Aabs, xq + c0, isum + c0); break;
-        case 7: tile8_block_cols<7>(A, Aabs, xq + c0, isum + c0); break;
-        default: tile8_block_cols<8>(A, Aabs, xq + c0, isum + c0); break;
-      }
-    }
-    for (int c = 0; c < nc; ++c) {
-      float dx;
-      std::memcpy(&dx, xq[c] - 4, sizeof dx);
-      const __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum[c]));
-      float* p = part[c][b % 32];
-      _mm256_store_ps(p, _mm256_add_ps(_mm256_load_ps(p), v));
-    }
+    // |kvalue| ≤ 12: the 8 groups' pair sums add up in int16 (≤ 8·2·12·127 < 2^15) before one vpmaddwd.
+    tile8::columns<true>(A, Aabs, xq, nc, isum);
+    tile8::add_block(dw, xq, isum, nc, b, part);
   }
-  for (int c = 0; c < nc; ++c) {
-    for (int s = 16; s >= 1; s >>= 1)
-      for (int i = 0; i < s; ++i)
-        _mm256_store_ps(part[c][i], _mm256_add_ps(_mm256_load_ps(part[c][i]), _mm256_load_ps(part[c][i + s])));
-    for (int r = 0; r < nr; ++r) out[c * out_stride + r] = part[c][0][r];
-  }
+  tile8::fold(part, nc, nr, out, out_stride);
 }
 
 }  // namespace dsv4::cpu

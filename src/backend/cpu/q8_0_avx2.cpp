@@ -18,6 +18,7 @@
 #include "backend/cpu/q8_0.h"
 #include "backend/cpu/quant.h"  // kMaxTileCols
 #include "backend/cpu/simd_reduce.h"
+#include "backend/cpu/tile8_avx2.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -75,50 +76,12 @@ inline void transpose_rows8(const uint8_t* p, int64_t stride, int nr, __m256i A[
   }
 }
 
-// Columns xq[0 .. C-1] of one block (lane r = the exact int dot of row r and that column): maddubs(|w|,
-// sign(x, w)) = w·x per byte (|w| ≤ 128 unsigned; sign(x, w) = ±x or 0 with x ∈ [−127, 127], so
-// negating never wraps), pair sums ≤ 2·128·127 < 2^15 (no saturation), vpmaddwd with ones -> int32.
-// Named sums and an empty asm per step keep GCC from reassociating the 32 products into a tree (which
-// spills them); A and |A| come through opaque pointers.
-// C = nc ≤ 8 columns in one pass (8 sums + A_g, |A_g|, ones and temporaries fit the 16 ymm): each A_g
-// and |A_g| is loaded once per block (measured 79 -> 86 GFLOP/s per thread over passes of 4 columns).
-static_assert(kMaxTileCols == 8, "tile8_block_cols takes up to 8 columns in one pass");
-static_assert(kQ8_0Avx2TileCols % 8 == 0 && kQ8_0Avx2TileCols <= kMaxTileColsAny, "passes of 8 columns");
-template <int C>
-__attribute__((always_inline)) inline void tile8_block_cols(const __m256i* A, const __m256i* Aabs,
-                                                            const uint8_t* const* xq, __m256i* isum) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-  const auto step = [&](__m256i& s, __m256i a, __m256i aa, const uint8_t* x) {
-    int32_t xd;
-    std::memcpy(&xd, x, 4);
-    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(aa, _mm256_sign_epi8(_mm256_set1_epi32(xd), a)), ones));
-    __asm__("" : "+x"(s));
-  };
-#pragma GCC unroll 8
-  for (int g = 0; g < 8; ++g) {
-    const __m256i* ap = A + g;
-    const __m256i* aap = Aabs + g;
-    __asm__("" : "+r"(ap), "+r"(aap));
-    const __m256i a = _mm256_load_si256(ap), aa = _mm256_load_si256(aap);
-    step(s0, a, aa, xq[0] + 4 * g);
-    if (C > 1) step(s1, a, aa, xq[1] + 4 * g);
-    if (C > 2) step(s2, a, aa, xq[2] + 4 * g);
-    if (C > 3) step(s3, a, aa, xq[3] + 4 * g);
-    if (C > 4) step(s4, a, aa, xq[4] + 4 * g);
-    if (C > 5) step(s5, a, aa, xq[5] + 4 * g);
-    if (C > 6) step(s6, a, aa, xq[6] + 4 * g);
-    if (C > 7) step(s7, a, aa, xq[7] + 4 * g);
-  }
-  isum[0] = s0, isum[1] = s1, isum[2] = s2, isum[3] = s3, isum[4] = s4, isum[5] = s5, isum[6] = s6, isum[7] = s7;
-}
-
 }  // namespace
 
 // nr (1..8) rows × nc (1..kQ8_0Avx2TileCols) columns with the rows in the 8 lanes of a vector, so no
 // per-block horizontal reduction (the AVX-512 16-row tile's scheme with AVX2's multiplies): per block
 // b, A_g (transpose_rows8) and |A_g|; per column, lane r = the block's exact int dot of row r
-// (tile8_block_cols); v = (d_w·d_x)·(float)isum for the 8 rows is added into partial[b % 32] of the
+// (tile8_avx2.h); v = (d_w·d_x)·(float)isum for the 8 rows is added into partial[b % 32] of the
 // column (kept in memory, lanes = rows), and the 32 partials fold with Partials32's tree, elementwise
 // over the rows: vec_dot_q8_0_scalar's integers, products and additions in its order for every (row,
 // column). Needs activation quants in [−127, 127] — what quantize_act writes (numerics/quant_ref.h
@@ -130,47 +93,25 @@ void vec_dot_tile8_q8_0_avx2(int64_t n, const void* w, int64_t w_stride, const v
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(act);
   const int64_t nb = n / 32;
+  static_assert(kQ8_0Avx2TileCols % 8 == 0 && kQ8_0Avx2TileCols <= kMaxTileColsAny, "passes of 8 columns");
   alignas(32) float part[kQ8_0Avx2TileCols][32][8];
-  for (int c = 0; c < nc; ++c)
-    for (int i = 0; i < 32; ++i) _mm256_store_ps(part[c][i], _mm256_setzero_ps());
+  tile8::zero_partials(part, nc);
   alignas(32) __m256i A[8], Aabs[8];
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb = wp + b * kWBytes;
     transpose_rows8(wb + 2, w_stride, nr, A);
     for (int g = 0; g < 8; ++g) Aabs[g] = _mm256_abs_epi8(A[g]);
-    __asm__("" : : "r"(A), "r"(Aabs) : "memory");  // stored: tile8_block_cols reads them through pointers
+    __asm__("" : : "r"(A), "r"(Aabs) : "memory");  // stored: tile8::block_cols reads them through pointers
     alignas(16) uint16_t dh[8];  // d_w of the 8 rows
     for (int r = 0; r < 8; ++r) std::memcpy(&dh[r], wb + (r < nr ? r : 0) * w_stride, 2);
     const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
     const uint8_t* xq[kQ8_0Avx2TileCols];
     for (int c = 0; c < nc; ++c) xq[c] = ap + c * act_stride + b * kABytes + 4;
     __m256i isum[kQ8_0Avx2TileCols];
-    for (int c0 = 0; c0 < nc; c0 += 8) {
-      switch (std::min(nc - c0, 8)) {
-        case 1: tile8_block_cols<1>(A, Aabs, xq + c0, isum + c0); break;
-        case 2: tile8_block_cols<2>(A, Aabs, xq + c0, isum + c0); break;
-        case 3: tile8_block_cols<3>(A, Aabs, xq + c0, isum + c0); break;
-        case 4: tile8_block_cols<4>(A, Aabs, xq + c0, isum + c0); break;
-        case 5: tile8_block_cols<5>(A, Aabs, xq + c0, isum + c0); break;
-        case 6: tile8_block_cols<6>(A, Aabs, xq + c0, isum + c0); break;
-        case 7: tile8_block_cols<7>(A, Aabs, xq + c0, isum + c0); break;
-        default: tile8_block_cols<8>(A, Aabs, xq + c0, isum + c0); break;
-      }
-    }
-    for (int c = 0; c < nc; ++c) {
-      float dx;
-      std::memcpy(&dx, xq[c] - 4, sizeof dx);
-      const __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(dx)), _mm256_cvtepi32_ps(isum[c]));
-      float* p = part[c][b % 32];
-      _mm256_store_ps(p, _mm256_add_ps(_mm256_load_ps(p), v));
-    }
+    tile8::columns<false>(A, Aabs, xq, nc, isum);
+    tile8::add_block(dw, xq, isum, nc, b, part);
   }
-  for (int c = 0; c < nc; ++c) {
-    for (int s = 16; s >= 1; s >>= 1)
-      for (int i = 0; i < s; ++i)
-        _mm256_store_ps(part[c][i], _mm256_add_ps(_mm256_load_ps(part[c][i]), _mm256_load_ps(part[c][i + s])));
-    for (int r = 0; r < nr; ++r) out[c * out_stride + r] = part[c][0][r];
-  }
+  tile8::fold(part, nc, nr, out, out_stride);
 }
 
 float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* act) {

@@ -45,9 +45,9 @@ static inline __m256 f16_at_stride_avx2(const uint8_t* base, int64_t stride) {
   return _mm256_cvtph_ps(v);
 }
 
-// The float at base + j·stride for j < 8 (dword inserts, as above).
-static inline __m256 f32_at_stride_avx2(const uint8_t* base, int64_t stride) {
-  auto at = [&](int j) { return int_at_stride<int32_t>(base, stride, j); };
+// Lane j = at(j) for j < 8 (at: j -> int), by dword inserts (as above: no gather, no stack round trip).
+template <typename At>
+static inline __m256i ints8_avx2(At&& at) {
   __m128i lo = _mm_cvtsi32_si128(at(0)), hi = _mm_cvtsi32_si128(at(4));
   lo = _mm_insert_epi32(lo, at(1), 1);
   hi = _mm_insert_epi32(hi, at(5), 1);
@@ -55,7 +55,12 @@ static inline __m256 f32_at_stride_avx2(const uint8_t* base, int64_t stride) {
   hi = _mm_insert_epi32(hi, at(6), 2);
   lo = _mm_insert_epi32(lo, at(3), 3);
   hi = _mm_insert_epi32(hi, at(7), 3);
-  return _mm256_castsi256_ps(_mm256_set_m128i(hi, lo));
+  return _mm256_set_m128i(hi, lo);
+}
+
+// The float at base + j·stride for j < 8.
+static inline __m256 f32_at_stride_avx2(const uint8_t* base, int64_t stride) {
+  return _mm256_castsi256_ps(ints8_avx2([&](int j) { return int_at_stride<int32_t>(base, stride, j); }));
 }
 
 // Partials 0-7, 8-15, 16-23, 24-31 in a0..a3. Tree: s=16: (a0+a2, a1+a3); s=8: sum of those;
