@@ -146,23 +146,12 @@ __attribute__((always_inline)) inline __m256i block_dot(const BlockIq2Xxs& w, co
   return acc;
 }
 
-// Eight 8-lane int32 vectors -> lane j = Σ of p[j]'s lanes (exact).
-inline __m256i sum_lanes8(const __m256i* p) {
-  const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
-  const __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
-  const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]);
-  const __m256i h67 = _mm256_hadd_epi32(p[6], p[7]);
-  const __m256i a = _mm256_hadd_epi32(h01, h23);
-  const __m256i b = _mm256_hadd_epi32(h45, h67);
-  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
-
 // Lane j = exact int dot of block j for the count (<= 8) valid blocks, 0 elsewhere.
 inline __m256i chunk_isums(const BlockIq2Xxs* w, const ActChunk& act, int count) {
   __m256i p[8];
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) p[k] = k < count ? block_dot(w[k], act.xa[k], act.bm[k]) : _mm256_setzero_si256();
-  return sum_lanes8(p);
+  return sum_lanes8_avx2(p);
 }
 
 // The f32 step of one chunk (iq2_xxs.h's order): lane j += ((d_w · d_x) · (float)isum) · 0.125f for the
@@ -237,7 +226,7 @@ void dot_rows_prepared(int64_t n, const void* w, int64_t w_stride, const void* p
 // one load per operand. Σ w·(q8 + 128) = Σ w·q8 + 128·Σ w, so each lane then loses the row's
 // correction lane 128·Σ_g (2·ls_g + 1)·Σ w of the same positions (computed once per row and block;
 // every step exact int32: a block's isum stays below 2^26). The eight lanes of super-block j of a
-// chunk are stored and summed per chunk (sum_lanes8: lane j = isum of block j), then the f32 step is
+// chunk are stored and summed per chunk (sum_lanes8_avx2: lane j = isum of block j), then the f32 step is
 // add_chunk's, the same as the row kernels': bit-identical.
 
 struct alignas(32) DecodedBlock {
@@ -328,7 +317,7 @@ void dot_tile_prepared(int64_t n, const void* w, int64_t w_stride, const void* p
       const __m256 dw = block_scales(reinterpret_cast<const BlockIq2Xxs*>(wp + r * w_stride) + b, count);
       for (int c = 0; c < nc; ++c) {
         for (int k = count; k < kChunk; ++k) part[r][c][k] = _mm256_setzero_si256();
-        add_chunk(dw, _mm256_load_ps(cols[c]->dx), sum_lanes8(part[r][c]), count, acc[r][c][t & 3]);
+        add_chunk(dw, _mm256_load_ps(cols[c]->dx), sum_lanes8_avx2(part[r][c]), count, acc[r][c][t & 3]);
       }
     }
   }

@@ -141,7 +141,7 @@ float k_quant_dot(int64_t n, const void* w, const void* act) {
 // sc <= 15: at most 45, so vpmaddubsw's pairs stay <= 2·45·128 = 11520 and two of them add in int16),
 // then per row and column: per two 32-byte steps two vpmaddubsw, one int16 add and one vpmaddwd by
 // ones (3 multiplies per 64 products instead of 4), and vpmaddwd(mins, bsums). Block j of a chunk
-// leaves 8 lanes in part_sc / part_m; sum_lanes8 gives lane j = isum of block j, then k_quant_dot's
+// leaves 8 lanes in part_sc / part_m; sum_lanes8_avx2 gives lane j = isum of block j, then k_quant_dot's
 // f32 steps: bit-identical.
 
 struct alignas(32) Q2kDecoded {
@@ -167,13 +167,6 @@ inline void q2_k_decode(const uint8_t* w, Q2kDecoded& out) {
       out.qsc[4 * h + j] = _mm256_add_epi8(q1, q2);
     }
   }
-}
-
-// Eight 8-lane int32 vectors -> lane j = Σ of p[j]'s lanes (exact).
-inline __m256i sum_lanes8(const __m256i* p) {
-  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
 struct Q2kParts {
@@ -272,7 +265,7 @@ void vec_dot_tile_q2_k_avx2(int64_t n, const void* w, int64_t w_stride, const vo
       const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dmh)));
       for (int col = 0; col < nc; ++col) {
         for (int i = cnt; i < 8; ++i) parts.sc[r][col][i] = parts.m[r][col][i] = _mm256_setzero_si256();
-        const __m256i isc = sum_lanes8(parts.sc[r][col]), ism = sum_lanes8(parts.m[r][col]);
+        const __m256i isc = sum_lanes8_avx2(parts.sc[r][col]), ism = sum_lanes8_avx2(parts.m[r][col]);
         // k_quant_dot's f32 steps, lane for lane.
         const __m256 t_sc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isc));
         const __m256 t_m = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(ism));

@@ -40,18 +40,6 @@ inline __m256 e8m0_half_avx2(__m256i e) {
 
 // ---- vec_dot / vec_dot_rows: blocks in vector lanes -----------------------------------------------
 
-// Lane j = Σ of p[j]'s 8 lanes (exact), by unpack-and-add steps: vphaddd costs 2 cycles per instruction
-// on AMD Zen 4 (4 unpacks cost the same), and this tree was the vec_dot's largest shuffle cost.
-inline __m256i sum_lanes8(const __m256i* p) {
-  __m256i t[4];
-  for (int i = 0; i < 4; ++i)  // per half [a0+a2, b0+b2, a1+a3, b1+b3], a = p[2i], b = p[2i+1]
-    t[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2 * i], p[2 * i + 1]), _mm256_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
-  // per half [Σ p0, Σ p1, Σ p2, Σ p3] (that half's lanes), then the same for p4..p7
-  const __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi64(t[0], t[1]), _mm256_unpackhi_epi64(t[0], t[1]));
-  const __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi64(t[2], t[3]), _mm256_unpackhi_epi64(t[2], t[3]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
-
 // 8 int32 partial dots of one block: the 16 qs bytes broadcast to both 128-bit halves, the high half
 // shifted right by 4 (vpsrlvd), masked to nibbles and looked up as u = kvalue + 12 (0..24, unsigned);
 // vpmaddubsw(u, q) − corr, corr = vpmaddubsw(12, q) of the activation block, is Σ kvalue·q per int16 pair
@@ -72,10 +60,6 @@ inline __m256 e8m0_half_blocks8(const uint8_t* w, int cnt) {
     if (j < cnt) e |= static_cast<uint64_t>(w[j * kWBytes]) << (8 * j);
   return e8m0_half_avx2(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(e))));
 }
-
-}  // namespace
-
-namespace {
 
 // One chunk of cnt (≤ 8) blocks at wc / ac: a += (e8m0_half(e) · d_x) · (float)isum in its first cnt lanes.
 // Full chunks (the kernel's loop) have cnt = 8 as a constant: no per-block tests.
@@ -101,7 +85,7 @@ __attribute__((always_inline)) inline void chunk(__m256& a, const uint8_t* wc, c
     for (int j = 0; j < cnt; ++j) std::memcpy(&dxa[j], ac + j * kABytes, 4);
     dx = _mm256_load_ps(dxa);
   }
-  const __m256 isum = _mm256_cvtepi32_ps(sum_lanes8(p));
+  const __m256 isum = _mm256_cvtepi32_ps(sum_lanes8_avx2(p));
   const __m256 v = _mm256_mul_ps(_mm256_mul_ps(e8m0_half_blocks8(wc, cnt), dx), isum);
   add_first_lanes_avx2(a, v, cnt);
 }
@@ -181,7 +165,7 @@ void mxfp4_vec_dot_tile8_avx2(int64_t n, const void* w, int64_t w_stride, const 
   tile8::zero_partials(part, nc);
   alignas(32) __m256i A[8], Aabs[8];
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb = wp + b * static_cast<int64_t>(sizeof(BlockMxfp4));
+    const uint8_t* wb = wp + b * kWBytes;
     __m256i R[4];
     transpose_qs8(wb + 1, w_stride, nr, R);
     for (int k = 0; k < 4; ++k) {
@@ -194,7 +178,7 @@ void mxfp4_vec_dot_tile8_avx2(int64_t n, const void* w, int64_t w_stride, const 
     __asm__("" : : "r"(A), "r"(Aabs) : "memory");  // stored: tile8::block_cols reads them through pointers
     const __m256 dw = e8m0_half_rows8(wb, w_stride, nr);
     const uint8_t* xq[kMxfp4Avx2TileCols];
-    for (int c = 0; c < nc; ++c) xq[c] = ap + c * act_stride + b * static_cast<int64_t>(sizeof(BlockQ8_0Act)) + 4;
+    for (int c = 0; c < nc; ++c) xq[c] = ap + c * act_stride + b * kABytes + 4;
     __m256i isum[kMxfp4Avx2TileCols];
     // |kvalue| ≤ 12: the 8 groups' pair sums add up in int16 (≤ 8·2·12·127 < 2^15) before one vpmaddwd.
     tile8::columns<true>(A, Aabs, xq, nc, isum);

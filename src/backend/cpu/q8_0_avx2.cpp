@@ -4,7 +4,7 @@
 // Blocks go in chunks of 8 (chunk c = blocks 8c .. 8c+7, lane j = block 8c + j) feeding accumulator
 // c % 4 (partials 0-7, 8-15, 16-23, 24-31, exactly b % 32).
 //   integer dot: both operands sign-extended to int16, vpmaddwd -> 8 int32 per block (exact for every
-//     int8 value, -128 included), then a phaddd transpose turns 8 blocks into one vector (lane j =
+//     int8 value, -128 included), then an unpack transpose (sum_lanes8_avx2) turns 8 blocks into one vector (lane j =
 //     isum of block j).
 //   scale: (f16->f32 d_w * d_x) * (float)isum, blended in for tails (lanes past the row unchanged).
 //   final: (acc0 + acc2) + (acc1 + acc3)  (s = 16, s = 8), then fold 128/64/32-bit halves.
@@ -32,18 +32,6 @@ inline __m256i block_dot(const uint8_t* w, const uint8_t* a) {
   const __m256i x0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 4)));
   const __m256i x1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 20)));
   return _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
-}
-
-// Eight 8-lane int32 vectors (one per block) -> lane j = Σ of block j's lanes.
-inline __m256i reduce8x8(const __m256i b[8]) {
-  const __m256i s01 = _mm256_hadd_epi32(b[0], b[1]);
-  const __m256i s23 = _mm256_hadd_epi32(b[2], b[3]);
-  const __m256i s45 = _mm256_hadd_epi32(b[4], b[5]);
-  const __m256i s67 = _mm256_hadd_epi32(b[6], b[7]);
-  const __m256i s0123 = _mm256_hadd_epi32(s01, s23);  // 128-bit lane 0: low-half sums of b0..b3; lane 1: high
-  const __m256i s4567 = _mm256_hadd_epi32(s45, s67);
-  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
-                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
 }
 
 inline float reduce_partials(const __m256 acc[4]) {
@@ -127,7 +115,7 @@ float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* act) {
     __m256i v[8];
     // Written as one loop of 8 (GCC unrolls it fully; the two-loop form measured 15% slower).
     for (int i = 0; i < 8; ++i) v[i] = i < cnt ? block_dot(wc + i * kWBytes, ac + i * kABytes) : _mm256_setzero_si256();
-    const __m256i isum = reduce8x8(v);
+    const __m256i isum = sum_lanes8_avx2(v);
     __m256 dw, dx;
     if (cnt == 8) {  // d_w: the f16 at each block's start; d_x: the float at each activation block's start
       dw = f16_at_stride_avx2(wc, kWBytes);

@@ -21,9 +21,6 @@ static inline void add_first_lanes_avx2(__m256& a, __m256 val, int cnt) {
   }
 }
 
-// The f16 at base + j·stride for j < 8, as floats: eight 16-bit inserts and one conversion. (A
-// vpgatherdd of the 8 dwords was the bottleneck of the Q8_0 matrix×vector on AMD Zen 4, 20.5 → 27.3 GB/s
-// per thread without it; scalar copies through a stack array stall instead on store forwarding.)
 // The T at base + j·stride as an int (unaligned-safe).
 template <typename T>
 static inline int int_at_stride(const uint8_t* base, int64_t stride, int j) {
@@ -32,6 +29,9 @@ static inline int int_at_stride(const uint8_t* base, int64_t stride, int j) {
   return static_cast<int>(v);
 }
 
+// The f16 at base + j·stride for j < 8, as floats: eight 16-bit inserts and one conversion. (A
+// vpgatherdd of the 8 dwords was the bottleneck of the Q8_0 matrix×vector on AMD Zen 4, 20.5 → 27.3 GB/s
+// per thread without it; scalar copies through a stack array stall instead on store forwarding.)
 static inline __m256 f16_at_stride_avx2(const uint8_t* base, int64_t stride) {
   auto at = [&](int j) { return int_at_stride<uint16_t>(base, stride, j); };
   __m128i v = _mm_cvtsi32_si128(at(0));
@@ -61,6 +61,19 @@ static inline __m256i ints8_avx2(At&& at) {
 // The float at base + j·stride for j < 8.
 static inline __m256 f32_at_stride_avx2(const uint8_t* base, int64_t stride) {
   return _mm256_castsi256_ps(ints8_avx2([&](int j) { return int_at_stride<int32_t>(base, stride, j); }));
+}
+
+// Eight 8-lane int32 vectors -> lane j = Σ of p[j]'s 8 lanes (exact), by unpack-and-add steps: vphaddd
+// costs 2 cycles per instruction on AMD Zen 4 (4 unpacks cost the same), and this tree was the MXFP4
+// vec_dot's largest shuffle cost. The per-chunk block sums of the AVX2 Q8_0, K-quant, IQ2_XXS and MXFP4 dots.
+static inline __m256i sum_lanes8_avx2(const __m256i* p) {
+  __m256i t[4];
+  for (int i = 0; i < 4; ++i)  // per half [a0+a2, b0+b2, a1+a3, b1+b3], a = p[2i], b = p[2i+1]
+    t[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2 * i], p[2 * i + 1]), _mm256_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+  // per half [Σ p0, Σ p1, Σ p2, Σ p3] (that half's lanes), then the same for p4..p7
+  const __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi64(t[0], t[1]), _mm256_unpackhi_epi64(t[0], t[1]));
+  const __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi64(t[2], t[3]), _mm256_unpackhi_epi64(t[2], t[3]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
 // Partials 0-7, 8-15, 16-23, 24-31 in a0..a3. Tree: s=16: (a0+a2, a1+a3); s=8: sum of those;
