@@ -5,8 +5,9 @@
 // Layout: one cluster of kHcCluster CTAs per token (grid (kHcCluster, n)), the token's streams X[t]
 // (hc·D floats) whole in every CTA's shared memory.
 //   1. Before wait_for_producer(): CTA `rank` copies its mix rows of fn (rows rank, rank + C, …: the
-//      weights, never written by a step) into shared memory with cp.async, so the weight stream
-//      overlaps the kernel before.
+//      weights, never written by a step) into shared memory by the copy engine (preload::BulkStage:
+//      ~100 KB per SM; as 16-byte cp.async requests the kernel took 24 µs on an H100), so the weight
+//      stream overlaps the kernel before.
 //   2. After it: X[t] into shared memory; warp 0 runs rms_norm's lane chains over it (every CTA the
 //      same chains in the same order: the same inv in each).
 //   3. One warp per mix row: the F32-activation product's lane chains, fma(w_i, X_i·inv, p) with
@@ -91,17 +92,31 @@ __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads)
   uint8_t* Ws = hc_smem + a.xs_bytes;
   float* coll = reinterpret_cast<float*>(Ws + a.rows_per_cta * a.ws_row_bytes);
 
-  // 1. The CTA's fn rows (weights) while the producer still runs.
+  // 1. The CTA's fn rows (weights) while the producer still runs, by the copy engine.
+  __shared__ uint64_t bars[2];
+  preload::BulkStage w_stage(&bars[0]), x_stage(&bars[1]);
+  w_stage.init(tid);
+  x_stage.init(tid);
+  __syncthreads();
+  int64_t w_bulk = 0;
   for (int k = 0; k < a.rows_per_cta; ++k) {
     const int o = rank + k * kHcCluster;
-    if (o < a.n_mix) preload::stage_bytes(Ws + k * a.ws_row_bytes, a.fn + o * a.fn_row_bytes, a.fn_row_bytes, tid, kHcThreads);
+    if (o < a.n_mix && preload::BulkStage::bulk(Ws + k * a.ws_row_bytes, a.fn + o * a.fn_row_bytes, a.fn_row_bytes))
+      w_bulk += a.fn_row_bytes;
+  }
+  w_stage.expect(tid, w_bulk);
+  for (int k = 0; k < a.rows_per_cta; ++k) {
+    const int o = rank + k * kHcCluster;
+    if (o < a.n_mix) w_stage.add(Ws + k * a.ws_row_bytes, a.fn + o * a.fn_row_bytes, a.fn_row_bytes, tid, kHcThreads);
   }
   wait_for_producer();
 
   // 2. X[t], then the streams' inverse norm.
-  preload::stage_bytes(reinterpret_cast<uint8_t*>(Xs), reinterpret_cast<const uint8_t*>(row_ptr<float>(a.X, a.X_nb, t)),
-                       HD * 4, tid, kHcThreads);
-  preload::cp_async_wait_all();
+  const uint8_t* x_src = reinterpret_cast<const uint8_t*>(row_ptr<float>(a.X, a.X_nb, t));
+  x_stage.expect(tid, preload::BulkStage::bulk(Xs, x_src, HD * 4) ? HD * 4 : 0);
+  x_stage.add(reinterpret_cast<uint8_t*>(Xs), x_src, HD * 4, tid, kHcThreads);
+  w_stage.wait();
+  x_stage.wait();
   __syncthreads();
   if (warp == 0) {
     const float ss = rowops::warp_tree(rowops::lane_sum_squares(Xs, HD, lane));
