@@ -5,18 +5,25 @@
 // Layout: one cluster of kHcCluster CTAs per token (grid (kHcCluster, n)), the token's streams X[t]
 // (hc·D floats) whole in every CTA's shared memory.
 //   1. Before wait_for_producer(): CTA `rank` copies its mix rows of fn (rows rank, rank + C, …: the
-//      weights, never written by a step) into shared memory by the copy engine (preload::BulkStage:
-//      ~100 KB per SM; as 16-byte cp.async requests the kernel took 24 µs on an H100), so the weight
-//      stream overlaps the kernel before.
-//   2. After it: X[t] into shared memory; warp 0 runs rms_norm's lane chains over it (every CTA the
-//      same chains in the same order: the same inv in each).
+//      weights, never written by a step) into shared memory by the copy engine (preload::BulkStage), and
+//      the small weights (scale, base, its slice of norm), so they overlap the kernel before.
+//   2. After it: X[t] into shared memory in kHcXPieces pieces (an mbarrier each); warp 0 runs
+//      rms_norm's lane chains over each piece as it lands (every CTA the same chains in the same order:
+//      the same inv in each).
 //   3. One warp per mix row: the F32-activation product's lane chains, fma(w_i, X_i·inv, p) with
 //      X_i·inv rounded first (the streams rms_norm would have stored), then the shuffle tree: the
 //      bits of matmul(fn, streams) (matmul_decode.cu's whole-row form).
-//   4. The mix values are gathered from the cluster's CTAs through distributed shared memory; CTA 0
-//      writes mix, post and comb (rowops::hc_mix_warp, hc_pre's warp form).
-//   5. Every CTA collapses the whole row (pre_i recomputed, fma chain over i) into shared memory and
-//      runs rms_norm's chains over it; CTA `rank` writes its slice of x.
+//   4. The mix values (and the hc pre weights) are gathered from the cluster's CTAs through distributed
+//      shared memory.
+//   5. CTA 0's last warp writes mix, post and comb (rowops::hc_mix_warp, hc_pre's warp form: 20
+//      Sinkhorn rounds, this kernel's critical path); meanwhile the other warps of every CTA collapse the
+//      whole row into shared memory, run rms_norm's chains over it and write the CTA's slice of x.
+// The chains of steps 2, 3 and 5 are single warps on 512- and 128-long dependent chains: they use
+// rowops::lane_fma_chain_pipelined. Clock stamps per phase on an H100 (12-layer Flash, decode): before
+// these changes issue 2.3 K cycles, X wait 2.6 K, norm 3.9 K, products 6.0 K, cluster sync 1.3 K,
+// Sinkhorn 17.6 K (CTA 0; the others waited for it), collapse 6.4 K — 34.5 K in all; after the
+// gathered-shuffle Sinkhorn, the split warps and the unrolled collapse: Sinkhorn 9.4 K, collapse 3.9 K,
+// 27.5 K in all (ncu: 22.4 → 16.1 µs per call).
 // So mix, post, comb and x carry the four ops' bits (conformance case HcPreNorm; the model tests
 // compare whole forward passes with the CPU). streams and collapsed are not written (backend.h: their
 // contents afterwards are unspecified).
@@ -47,6 +54,7 @@ constexpr int kHcThreads = 256;
 constexpr int kHcWarps = kHcThreads / 32;
 constexpr int kHcMaxStreams = 5;        // hc·hc ≤ 32
 constexpr int kHcMaxMix = 64;           // (2 + hc)·hc for hc ≤ 5
+constexpr int kHcXPieces = 4;          // X[t] lands in pieces; the norm chains start on the first
 constexpr int64_t kHcMaxTokens = 16;    // decode and short chunks; longer prefills run the four ops
 constexpr int64_t kHcSmemMax = 200 * 1024;  // dynamic shared memory (sm_90 allows 227 KiB per CTA)
 
@@ -72,11 +80,15 @@ struct HcFusedArgs {
   int hc = 0, n_mix = 0, rows_per_cta = 0;
   int64_t D = 0;
   // Shared memory: Xs [hc·D floats] at 0, the CTA's fn rows at xs_bytes (ws_row_bytes apart), the
-  // collapsed row [D floats] after them.
+  // collapsed row [D floats] after them, then the CTA's slice of norm [⌈D / kHcCluster⌉ floats].
   int64_t xs_bytes = 0, ws_row_bytes = 0;
 };
 
 __host__ __device__ constexpr int64_t round16(int64_t b) { return (b + 15) / 16 * 16; }
+
+// Named barrier 1 over the CTA's first `threads` threads (a multiple of 32): the warps that are not
+// running the Sinkhorn.
+__device__ __forceinline__ void workers_sync(int threads) { asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory"); }
 
 template <typename Ops>
 __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads) hc_pre_norm_kernel(HcFusedArgs a) {
@@ -84,19 +96,22 @@ __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads)
   __shared__ float mix_own[kHcWarps];  // this CTA's rows: slot k is mix row rank + k·kHcCluster
   __shared__ float mix_all[kHcMaxMix];
   __shared__ float inv_s[2];
+  __shared__ float pre_s[kHcMaxStreams];
+  __shared__ float scale_s[3], base_s[kHcMaxMix];
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int64_t t = blockIdx.y, HD = a.hc * a.D;
+  const int64_t t = blockIdx.y;
+  const int HD = a.hc * static_cast<int>(a.D), D = static_cast<int>(a.D);  // both fit in shared memory
   float* Xs = reinterpret_cast<float*>(hc_smem);
   uint8_t* Ws = hc_smem + a.xs_bytes;
   float* coll = reinterpret_cast<float*>(Ws + a.rows_per_cta * a.ws_row_bytes);
 
   // 1. The CTA's fn rows (weights) while the producer still runs, by the copy engine.
-  __shared__ uint64_t bars[2];
-  preload::BulkStage w_stage(&bars[0]), x_stage(&bars[1]);
+  __shared__ uint64_t bars[1 + kHcXPieces];
+  preload::BulkStage w_stage(&bars[0]);
   w_stage.init(tid);
-  x_stage.init(tid);
+  for (int q = 0; q < kHcXPieces; ++q) preload::BulkStage(&bars[1 + q]).init(tid);
   __syncthreads();
   int64_t w_bulk = 0;
   for (int k = 0; k < a.rows_per_cta; ++k) {
@@ -109,19 +124,47 @@ __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads)
     const int o = rank + k * kHcCluster;
     if (o < a.n_mix) w_stage.add(Ws + k * a.ws_row_bytes, a.fn + o * a.fn_row_bytes, a.fn_row_bytes, tid, kHcThreads);
   }
+  // The small weights the later steps read (scale, base, this CTA's slice of norm) too: global loads
+  // on the critical path otherwise (the Sinkhorn's first line, the pre weights, the x writes).
+  const int slice = (D + kHcCluster - 1) / kHcCluster, c0 = rank * slice < D ? rank * slice : D,
+            c_end = (rank + 1) * slice < D ? (rank + 1) * slice : D;
+  float* norm_s = coll + D;
+  if (tid < 3) scale_s[tid] = a.scale3[tid];
+  if (tid < a.n_mix) base_s[tid] = a.base[tid];
+  if (a.norm != nullptr)
+    for (int c = c0 + tid; c < c_end; c += kHcThreads) norm_s[c - c0] = a.norm[c];
   wait_for_producer();
 
-  // 2. X[t], then the streams' inverse norm.
-  const uint8_t* x_src = reinterpret_cast<const uint8_t*>(row_ptr<float>(a.X, a.X_nb, t));
-  x_stage.expect(tid, preload::BulkStage::bulk(Xs, x_src, HD * 4) ? HD * 4 : 0);
-  x_stage.add(reinterpret_cast<uint8_t*>(Xs), x_src, HD * 4, tid, kHcThreads);
-  w_stage.wait();
-  x_stage.wait();
-  __syncthreads();
-  if (warp == 0) {
-    const float ss = rowops::warp_tree(rowops::lane_sum_squares(Xs, HD, lane));
-    if (lane == 0) inv_s[0] = rowops::rms_inverse(ss, HD, a.rms_eps);
+  // 2. X[t] in kHcXPieces pieces (a barrier each), warp 0 running the streams' norm chains over each piece
+  // as it lands; then the inverse norm. A piece the engine cannot copy (odd test shapes) is copied by the
+  // threads, and then a CTA barrier comes before the chains.
+  const float* x_src = row_ptr<float>(a.X, a.X_nb, t);
+  const int piece = (HD + 32 * kHcXPieces - 1) / (32 * kHcXPieces) * 32;  // elements, a multiple of 32
+  bool x_bulk = true;
+  for (int q = 0; q < kHcXPieces; ++q) {
+    const int lo = q * piece < HD ? q * piece : HD, hi = (q + 1) * piece < HD ? (q + 1) * piece : HD;
+    preload::BulkStage x_stage(&bars[1 + q]);
+    const bool bulk = preload::BulkStage::bulk(Xs + lo, x_src + lo, int64_t{4} * (hi - lo));
+    x_bulk = x_bulk && (bulk || hi == lo);
+    x_stage.expect(tid, bulk ? int64_t{4} * (hi - lo) : 0);
+    x_stage.add(reinterpret_cast<uint8_t*>(Xs + lo), reinterpret_cast<const uint8_t*>(x_src + lo), int64_t{4} * (hi - lo),
+                tid, kHcThreads);
   }
+  if (!x_bulk) __syncthreads();
+  if (warp == 0) {
+    const auto x_at = [Xs](int j) { return Xs[j]; };
+    float ss = 0.0f;
+    for (int q = 0; q < kHcXPieces; ++q) {
+      preload::BulkStage(&bars[1 + q]).wait();
+      const int lo = q * piece < HD ? q * piece : HD, hi = (q + 1) * piece < HD ? (q + 1) * piece : HD;
+      ss = rowops::lane_fma_chain_pipelined<16>(ss, lo, hi, lane, x_at, x_at);
+    }
+    ss = rowops::warp_tree(ss);
+    if (lane == 0) inv_s[0] = rowops::rms_inverse(ss, HD, a.rms_eps);
+  } else {
+    for (int q = 0; q < kHcXPieces; ++q) preload::BulkStage(&bars[1 + q]).wait();
+  }
+  w_stage.wait();
   __syncthreads();
   const float inv = inv_s[0];
 
@@ -130,45 +173,57 @@ __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads)
     if (rank + k * kHcCluster >= a.n_mix) continue;
     const uint8_t* w = Ws + k * a.ws_row_bytes;
     // The streams rms_norm would store (X_i·inv, rounded) times the weights, in the product's lane order.
-    float p = rowops::lane_fma_chain<16>(
-        HD, lane, [w](int64_t j) { return Ops::load(w, j); }, [Xs, inv](int64_t j) { return Xs[j] * inv; });
+    float p = rowops::lane_fma_chain_pipelined<16>(
+        0.0f, 0, HD, lane, [w](int j) { return Ops::load(w, j); }, [Xs, inv](int j) { return Xs[j] * inv; });
     for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(rowops::kFullMask, p, sh);
     if (lane == 0) mix_own[k] = p;
   }
 
-  // 4. Gather the mix row from the cluster; CTA 0 writes mix, post and comb.
+  // 4. Gather the mix row from the cluster (and the hc pre weights: σ once per CTA, not per thread).
   cluster.sync();
-  if (tid < a.n_mix) mix_all[tid] = cluster.map_shared_rank(mix_own, tid % kHcCluster)[tid / kHcCluster];
-  __syncthreads();
-  if (rank == 0) {
-    if (tid < a.n_mix) row_ptr<float>(a.mix, a.mix_nb, t)[tid] = mix_all[tid];
-    if (warp == 0)
-      rowops::hc_mix_warp(mix_all, a.scale3, a.base, a.hc_eps, a.iters, a.hc, row_ptr<float>(a.post, a.post_nb, t),
-                          row_ptr<float>(a.comb, a.comb_nb, t), lane);
+  if (tid < a.n_mix) {
+    const float m = cluster.map_shared_rank(mix_own, tid % kHcCluster)[tid / kHcCluster];
+    mix_all[tid] = m;
+    if (tid < a.hc) pre_s[tid] = rowops::hc_pre_weight(m, scale_s[0], base_s[tid], a.hc_eps);
   }
+  __syncthreads();
 
-  // 5. The collapsed row (CTA 0's warp 0 is busy with the Sinkhorn), its norm, this CTA's slice of x.
-  float pre[kHcMaxStreams];
-  for (int i = 0; i < a.hc; ++i) pre[i] = rowops::hc_pre_weight(mix_all[i], a.scale3[0], a.base[i], a.hc_eps);
-  const int first = rank == 0 ? 32 : 0;
-  if (tid >= first) {
-    for (int64_t c = tid - first; c < a.D; c += kHcThreads - first) {
+  // 5. CTA 0's last warp writes mix, post and comb (the Sinkhorn) while the other warps collapse the row,
+  // take its norm and write this CTA's slice of x, synchronising among themselves on named barrier 1.
+  constexpr int kSinkWarp = kHcWarps - 1;
+  if (rank == 0 && warp == kSinkWarp) {
+    for (int q = lane; q < a.n_mix; q += 32) row_ptr<float>(a.mix, a.mix_nb, t)[q] = mix_all[q];
+    rowops::hc_mix_warp(mix_all, scale_s, base_s, a.hc_eps, a.iters, a.hc, row_ptr<float>(a.post, a.post_nb, t),
+                        row_ptr<float>(a.comb, a.comb_nb, t), lane);
+  } else {
+    const int workers = rank == 0 ? kHcThreads - 32 : kHcThreads;
+    // (Unrolled over kHcMaxStreams with i < hc predicates: pre and the loads stay in registers.)
+    float pre[kHcMaxStreams];
+#pragma unroll
+    for (int i = 0; i < kHcMaxStreams; ++i) pre[i] = i < a.hc ? pre_s[i] : 0.0f;
+#pragma unroll 2
+    for (int c = tid; c < D; c += workers) {
+      float xv[kHcMaxStreams];
+#pragma unroll
+      for (int i = 0; i < kHcMaxStreams; ++i) xv[i] = i < a.hc ? Xs[i * D + c] : 0.0f;
       float acc = 0.0f;
-      for (int i = 0; i < a.hc; ++i) acc = hd::fma(pre[i], Xs[i * a.D + c], acc);
+#pragma unroll
+      for (int i = 0; i < kHcMaxStreams; ++i)
+        if (i < a.hc) acc = hd::fma(pre[i], xv[i], acc);
       coll[c] = acc;
     }
+    workers_sync(workers);
+    if (warp == 0) {
+      const auto c_at = [coll](int j) { return coll[j]; };
+      const float ss = rowops::warp_tree(rowops::lane_fma_chain_pipelined<16>(0.0f, 0, D, lane, c_at, c_at));
+      if (lane == 0) inv_s[1] = rowops::rms_inverse(ss, D, a.rms_eps);
+    }
+    workers_sync(workers);
+    const float inv2 = inv_s[1];
+    float* xr = row_ptr<float>(a.x, a.x_nb, t);
+    for (int c = c0 + tid; c < c_end; c += workers)
+      xr[c] = a.norm != nullptr ? (coll[c] * inv2) * norm_s[c - c0] : coll[c] * inv2;
   }
-  __syncthreads();
-  if (warp == 0) {
-    const float ss = rowops::warp_tree(rowops::lane_sum_squares(coll, a.D, lane));
-    if (lane == 0) inv_s[1] = rowops::rms_inverse(ss, a.D, a.rms_eps);
-  }
-  __syncthreads();
-  const float inv2 = inv_s[1];
-  const int64_t slice = (a.D + kHcCluster - 1) / kHcCluster, c_end = (rank + 1) * slice < a.D ? (rank + 1) * slice : a.D;
-  float* xr = row_ptr<float>(a.x, a.x_nb, t);
-  for (int64_t c = rank * slice + tid; c < c_end; c += kHcThreads)
-    xr[c] = a.norm != nullptr ? (coll[c] * inv2) * a.norm[c] : coll[c] * inv2;
 
   cluster.sync();  // no CTA leaves while a peer may still read its mix_own
 }
@@ -196,7 +251,7 @@ void CudaBackend::hc_pre_norm(const backend::HcPreNormArgs& h) {
         a.xs_bytes = round16(HD * 4);
         a.fn_row_bytes = h.fn.nb[1];
         a.ws_row_bytes = round16(a.fn_row_bytes);
-        const int64_t smem = a.xs_bytes + a.rows_per_cta * a.ws_row_bytes + D * 4;
+        const int64_t smem = a.xs_bytes + a.rows_per_cta * a.ws_row_bytes + D * 4 + (D + kHcCluster - 1) / kHcCluster * 4;
         if (smem > kHcSmemMax) return;
         static const cudaError_t attr = cudaFuncSetAttribute(
             hc_pre_norm_kernel<Ops>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kHcSmemMax));
