@@ -36,6 +36,16 @@ __device__ __forceinline__ float warp_tree(float p) {
   return __shfl_sync(kFullMask, p, 0);
 }
 
+// a(i + 32·k), b(i + 32·k) for k < kChain into av, bv (register arrays once inlined and unrolled).
+template <int kChain, typename Index, typename A, typename B>
+__device__ __forceinline__ void load_chain_batch(Index i, A&& a, B&& b, float* av, float* bv) {
+#pragma unroll
+  for (int k = 0; k < kChain; ++k) {
+    av[k] = a(i + 32 * k);
+    bv[k] = b(i + 32 * k);
+  }
+}
+
 // Lane l's fma chain p = fma(a(i), b(i), p) over i = l, l + 32, … < n in ascending order from 0 (partial l
 // of numerics/dot.h's order), kChain elements of the chain loaded before their fmas: independent loads
 // in flight (one warp over a long row is otherwise one memory latency per element); the chain stays in
@@ -46,11 +56,7 @@ __device__ __forceinline__ float lane_fma_chain(Index n, int lane, A&& a, B&& b)
   Index i = lane;
   for (; i + 32 * (kChain - 1) < n; i += 32 * kChain) {
     float av[kChain], bv[kChain];
-#pragma unroll
-    for (int k = 0; k < kChain; ++k) {
-      av[k] = a(i + 32 * k);
-      bv[k] = b(i + 32 * k);
-    }
+    load_chain_batch<kChain>(i, a, b, av, bv);
 #pragma unroll
     for (int k = 0; k < kChain; ++k) p = hd::fma(av[k], bv[k], p);
   }
@@ -69,18 +75,10 @@ __device__ __forceinline__ float lane_fma_chain_pipelined(float p, Index i0, Ind
   Index i = i0 + lane;
   if (i + 32 * (kChain - 1) < n) {
     float av[kChain], bv[kChain];
-#pragma unroll
-    for (int k = 0; k < kChain; ++k) {
-      av[k] = a(i + 32 * k);
-      bv[k] = b(i + 32 * k);
-    }
+    load_chain_batch<kChain>(i, a, b, av, bv);
     for (i += 32 * kChain; i + 32 * (kChain - 1) < n; i += 32 * kChain) {
       float an[kChain], bn[kChain];
-#pragma unroll
-      for (int k = 0; k < kChain; ++k) {
-        an[k] = a(i + 32 * k);
-        bn[k] = b(i + 32 * k);
-      }
+      load_chain_batch<kChain>(i, a, b, an, bn);
 #pragma unroll
       for (int k = 0; k < kChain; ++k) {
         p = hd::fma(av[k], bv[k], p);
