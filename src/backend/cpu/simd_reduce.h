@@ -76,16 +76,21 @@ static inline __m256i sum_lanes8_avx2(const __m256i* p) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+// The s = 4, 2, 1 steps of Partials32's tree (below) on its 8 lane sums s8 (lane i: the partials ≡ i
+// mod 8), for kernels that do the lane-wise s = 16 and s = 8 steps themselves.
+static inline float reduce_lanes8_avx2(__m256 s8) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
 // Partials 0-7, 8-15, 16-23, 24-31 in a0..a3. Tree: s=16: (a0+a2, a1+a3); s=8: sum of those;
 // then s=4, 2, 1 inside the 8 lanes.
 static inline float reduce_partials32_avx2(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   const __m256 s16lo = _mm256_add_ps(a0, a2);  // p[i] + p[i+16], i = 0..7
   const __m256 s16hi = _mm256_add_ps(a1, a3);  // i = 8..15
-  const __m256 s8 = _mm256_add_ps(s16lo, s16hi);  // p[i] + p[i+8], i = 0..7
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
+  return reduce_lanes8_avx2(_mm256_add_ps(s16lo, s16hi));  // s8: p[i] + p[i+8], i = 0..7
 }
 
 #ifdef __AVX512F__
