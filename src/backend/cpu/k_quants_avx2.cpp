@@ -3,7 +3,7 @@
 //
 // Per super-block: vpmaddubsw (unsigned quants x signed q8 -> exact int16 pair sums), vpmaddwd with the
 // sub-block scales (int16, broadcast by vpshufb) -> int32 isum_sc lanes; isum_m is vpmaddwd(mins,
-// bsums). Unpacks pack both (pack_sc_m); the chunk's transpose finishes the sums (Q2_K: both times 16,
+// bsums). Unpacks pack both (pack_sc_m); the chunk's transpose finishes the sums (Q2_K: times 4 and 16,
 // shifted back there, see Q2kSuperBlock). Super-blocks go in chunks of 8 (chunk c = super-blocks
 // 8c .. 8c+7 -> accumulator c % 4, i.e. partial b % 32); the transpose leaves [S0 M0 S1 M1 | S2 M2 S3
 // M3] and [S4 .. M7], one multiply by the adjacent (d, dmin) f16 pairs gives t_sc and t_m interleaved,
@@ -45,13 +45,13 @@ inline __m256i bcast16(int k0, int k1) {
   return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(0x8000 | k1)), _mm_set1_epi16(static_cast<short>(0x8000 | k0)));
 }
 
-// Q2_K super-block (Q2kSuperBlock below), both sums times 16 (exact; the chunk shifts them back): the
-// 2-bit planes are masked in place instead of shifted down, plane j of a 32-byte quant half giving q·w_j
-// with w = 1, 4, 16, and 16 for plane 3 (one shift by 2, then the 0x30 mask), and the scales of plane j
-// are pre-multiplied by 16 / w_j (sc·16, sc·4, sc, sc: ≤ 240), so every product is 16·q·sc·x.
-// vpmaddubsw pairs stay ≤ 2·48·128 = 12288 (no saturation, x = −128 included); the mins come as 16·m,
-// the high nibbles masked in place. Per quant half: 1 shift + 4 masks instead of 3 shifts + 4 masks,
-// and no shift for the mins. |16·isum_sc| ≤ 16·256·3·15·128 < 2^25, |16·isum_m| ≤ 16·16·15·2^15 < 2^27.
+// Q2_K super-block (Q2kSuperBlock below), isum_sc times 4 and isum_m times 16 (exact; the chunk shifts
+// them back): the 2-bit planes are masked in place instead of shifted down, q·1 (mask 0x03) and q·4 (mask
+// 0x0c) for planes 0 and 1 of a 32-byte quant half and the same for planes 2 and 3 after one 4-bit shift,
+// with the scales of the q·1 planes pre-multiplied by 4 (sc·4 ≤ 60), so every product is 4·q·sc·x;
+// vpmaddubsw pairs stay ≤ 2·12·128 = 3072 (no saturation, x = −128 included). The mins come as 16·m, the
+// high nibbles masked in place. Per quant half: 1 shift + 4 masks instead of 3 shifts + 4 masks, no shift
+// for the mins. |4·isum_sc| ≤ 4·256·3·15·128 < 2^23, |16·isum_m| ≤ 16·16·15·2^15 < 2^27.
 //
 // vpshufb controls of plane j of quant half h (row 4h + j): int16 lanes 0-7 = byte k, 8-15 = byte k + 1,
 // k = 8h + 2j (sub-blocks k and k + 1). Loaded from memory (folded into vpshufb), not rebuilt per block.
@@ -67,23 +67,24 @@ inline constexpr Q2kScaleCtrl kQ2kScaleCtrl;
 // The masks, made opaque once per call (an empty asm) so that GCC keeps them in registers or one spill
 // slot instead of rebuilding each from a 64-bit immediate in every block.
 struct Q2kSuperBlock {
-  __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0c), m30 = _mm256_set1_epi8(0x30);
+  __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0c);
   __m256i lo4 = _mm256_set1_epi8(0x0f), hi4 = _mm256_set1_epi16(0xf0);  // hi4: per int16 lane
-  Q2kSuperBlock() { __asm__("" : "+x"(m03), "+x"(m0c), "+x"(m30), "+x"(lo4), "+x"(hi4)); }
+  Q2kSuperBlock() { __asm__("" : "+x"(m03), "+x"(m0c), "+x"(lo4), "+x"(hi4)); }
 
   __m256i operator()(const uint8_t* w, const uint8_t* a) const {
     // The scale bytes by a broadcast load (no shuffle uop), the mins by a widening load.
     const __m128i scb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
     const __m256i sc1 = _mm256_and_si256(_mm256_broadcastsi128_si256(scb), lo4);
-    const __m256i sc4 = _mm256_slli_epi16(sc1, 2), sc16 = _mm256_slli_epi16(sc1, 4);  // bytes ≤ 240: no carry
+    const __m256i sc4 = _mm256_slli_epi16(sc1, 2);  // bytes ≤ 60: no carry
     const __m256i mn16 = _mm256_and_si256(_mm256_cvtepu8_epi16(scb), hi4);
     const uint8_t* aq = a + 4;
     __m256i acc = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * h));
-      const __m256i q[4] = {_mm256_and_si256(qv, m03), _mm256_and_si256(qv, m0c), _mm256_and_si256(qv, m30),
-                            _mm256_and_si256(_mm256_srli_epi16(qv, 2), m30)};
-      const __m256i src[4] = {sc16, sc4, sc1, sc1};
+      const __m256i qv4 = _mm256_srli_epi16(qv, 4);  // planes 2, 3 at bits 0-3 (bits from the next byte masked off)
+      const __m256i q[4] = {_mm256_and_si256(qv, m03), _mm256_and_si256(qv, m0c), _mm256_and_si256(qv4, m03),
+                            _mm256_and_si256(qv4, m0c)};
+      const __m256i src[4] = {sc4, sc1, sc4, sc1};
       for (int j = 0; j < 4; ++j) {
         const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 128 * h + 32 * j));
         const __m256i ctrl = _mm256_load_si256(reinterpret_cast<const __m256i*>(kQ2kScaleCtrl.b[4 * h + j]));
@@ -139,10 +140,10 @@ inline __m256 d_dmin4(const uint8_t* wc, int i0, int cnt) {
 }
 
 // One chunk of cnt (≤ 8) super-blocks at wc / ac: the values d_x·(d·isum_sc − dmin·isum_m) in
-// chunk_lane_ids order (lanes ≥ cnt: 0). SuperBlock's (S, M) are the sums times 2^kShift (exact; shifted
-// back here). The float steps are the scalar reference's, lane by lane: t_sc = d·(float)S, t_m =
+// chunk_lane_ids order (lanes ≥ cnt: 0). SuperBlock's (S, M) are the sums times 2^kShiftS, 2^kShiftM (exact;
+// shifted back here). The float steps are the scalar reference's, lane by lane: t_sc = d·(float)S, t_m =
 // dmin·(float)M (one multiply of the interleaved pairs), then d_x·(t_sc − t_m).
-template <int64_t kWBytes, int kDOffset, int kShift, class SuperBlock>
+template <int64_t kWBytes, int kDOffset, int kShiftS, int kShiftM, class SuperBlock>
 __attribute__((always_inline)) inline __m256 chunk_values(const SuperBlock& sb, const uint8_t* wc, const uint8_t* ac,
                                                           int cnt) {
   __m256i v[8];
@@ -153,9 +154,10 @@ __attribute__((always_inline)) inline __m256 chunk_values(const SuperBlock& sb, 
   const __m256i h45 = pair_sc_m(v[4], v[5]), h67 = pair_sc_m(v[6], v[7]);
   __m256i sm0123 = _mm256_add_epi32(_mm256_permute2x128_si256(h01, h23, 0x20), _mm256_permute2x128_si256(h01, h23, 0x31));
   __m256i sm4567 = _mm256_add_epi32(_mm256_permute2x128_si256(h45, h67, 0x20), _mm256_permute2x128_si256(h45, h67, 0x31));
-  if constexpr (kShift > 0) {
-    sm0123 = _mm256_srai_epi32(sm0123, kShift);
-    sm4567 = _mm256_srai_epi32(sm4567, kShift);
+  if constexpr (kShiftS > 0 || kShiftM > 0) {
+    const __m256i shift = _mm256_setr_epi32(kShiftS, kShiftM, kShiftS, kShiftM, kShiftS, kShiftM, kShiftS, kShiftM);
+    sm0123 = _mm256_srav_epi32(sm0123, shift);
+    sm4567 = _mm256_srav_epi32(sm4567, shift);
   }
   // [t_sc0 t_m0 t_sc1 t_m1 | t_sc2 t_m2 t_sc3 t_m3]: d and dmin are adjacent f16s, so one dword per block.
   const __m256 t0123 = _mm256_mul_ps(d_dmin4<kWBytes, kDOffset>(wc, 0, cnt), _mm256_cvtepi32_ps(sm0123));
@@ -170,7 +172,7 @@ __attribute__((always_inline)) inline __m256 chunk_values(const SuperBlock& sb, 
   return _mm256_mul_ps(dx, _mm256_sub_ps(t_sc, t_m));
 }
 
-template <int64_t kWBytes, int kDOffset, int kShift, class SuperBlock>
+template <int64_t kWBytes, int kDOffset, int kShiftS, int kShiftM, class SuperBlock>
 float k_quant_dot(int64_t n, const void* w, const void* act) {
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(act);
@@ -182,11 +184,11 @@ float k_quant_dot(int64_t n, const void* w, const void* act) {
   int64_t c = 0;
   for (; c * 8 + 8 <= nb; ++c) {
     __m256& a = acc[c & 3];
-    a = _mm256_add_ps(a, chunk_values<kWBytes, kDOffset, kShift>(sb, wp + c * 8 * kWBytes, ap + c * 8 * kABytes, 8));
+    a = _mm256_add_ps(a, chunk_values<kWBytes, kDOffset, kShiftS, kShiftM>(sb, wp + c * 8 * kWBytes, ap + c * 8 * kABytes, 8));
   }
   if (c * 8 < nb) {
     const int cnt = static_cast<int>(nb - c * 8);
-    const __m256 val = chunk_values<kWBytes, kDOffset, kShift>(sb, wp + c * 8 * kWBytes, ap + c * 8 * kABytes, cnt);
+    const __m256 val = chunk_values<kWBytes, kDOffset, kShiftS, kShiftM>(sb, wp + c * 8 * kWBytes, ap + c * 8 * kABytes, cnt);
     const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), chunk_lane_ids()));
     __m256& a = acc[c & 3];
     a = _mm256_blendv_ps(a, _mm256_add_ps(a, val), keep);
@@ -281,11 +283,11 @@ constexpr Q2kTileBlockFn kQ2kTileBlock[2][4] = {
 }  // namespace
 
 float vec_dot_q2_k_avx2(int64_t n, const void* w, const void* act) {
-  return k_quant_dot<84, 80, 4, Q2kSuperBlock>(n, w, act);
+  return k_quant_dot<84, 80, 2, 4, Q2kSuperBlock>(n, w, act);
 }
 
 float vec_dot_q4_k_avx2(int64_t n, const void* w, const void* act) {
-  return k_quant_dot<144, 0, 0, Q4kSuperBlock>(n, w, act);
+  return k_quant_dot<144, 0, 0, 0, Q4kSuperBlock>(n, w, act);
 }
 
 }  // namespace dsv4::cpu
