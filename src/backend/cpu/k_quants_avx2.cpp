@@ -19,6 +19,7 @@
 #include "backend/cpu/k_quants.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/simd_reduce.h"
+#include "backend/cpu/stream_prefetch.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -183,6 +184,9 @@ float k_quant_dot(int64_t n, const void* w, const void* act) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   int64_t c = 0;
   for (; c * 8 + 8 <= nb; ++c) {
+    // Q2_K only: the weights one page ahead (stream_prefetch.h): 2 threads from DRAM 25.4-25.8 -> 26.6-26.8
+    // GB/s at 4096 x 4096, 1 thread 11.9 -> 12.5-12.6 at 4096 x 2048; from L2 about 1 % slower.
+    if constexpr (kShiftS > 0) prefetch_ahead(wp + c * 8 * kWBytes, 8 * kWBytes);
     __m256& a = acc[c & 3];
     a = _mm256_add_ps(a, chunk_values<kWBytes, kDOffset, kShiftS, kShiftM>(sb, wp + c * 8 * kWBytes, ap + c * 8 * kABytes, 8));
   }
