@@ -1,13 +1,16 @@
 // backend/cpu/k_quants_avx2.cpp — AVX2 Q2_K / Q4_K x Q8_K vec_dot, bit-identical to the scalar
 // references (orders written at their definitions in k_quants.cpp).
 //
-// Per super-block: vpmaddubsw (unsigned quants x signed q8 -> exact int16 pair sums, |pair| ≤ 3840),
-// vpmaddwd with the sub-block scales (int16, broadcast by vpshufb) -> int32 isum_sc lanes; isum_m is
-// vpmaddwd(mins, bsums). Unpacks pack both (pack_sc_m); the chunk's transpose finishes the sums.
-// Super-blocks go in chunks of 8 (chunk c = super-blocks 8c .. 8c+7 -> accumulator c % 4, lane j =
-// super-block 8c + j, i.e. partial b % 32); an unpack transpose gives isum_sc / isum_m vectors, then
-// v = d_x·(d·isum_sc − dmin·isum_m) lane-wise (blended tails); final tree (acc0 + acc2) + (acc1 +
-// acc3), then halving folds. The Q2_K tile form (matmul) gives every (row, column) the same bits.
+// Per super-block: vpmaddubsw (unsigned quants x signed q8 -> exact int16 pair sums), vpmaddwd with the
+// sub-block scales (int16, broadcast by vpshufb) -> int32 isum_sc lanes; isum_m is vpmaddwd(mins,
+// bsums). Unpacks pack both (pack_sc_m); the chunk's transpose finishes the sums (Q2_K: times 4 and 16,
+// shifted back there, see Q2kSuperBlock). Super-blocks go in chunks of 8 (chunk c = super-blocks
+// 8c .. 8c+7 -> accumulator c % 4, i.e. partial b % 32); the transpose leaves [S0 M0 S1 M1 | S2 M2 S3
+// M3] and [S4 .. M7], one multiply by the adjacent (d, dmin) f16 pairs gives t_sc and t_m interleaved,
+// and v = d_x·(t_sc − t_m) lands in lane order 0 1 4 5 2 3 6 7 (chunk_lane_ids; blended tails). The
+// accumulators keep that order; the final tree (acc0 + acc2) + (acc1 + acc3) is lane-wise, so the order
+// is undone once on its result before the halving folds. The Q2_K tile form (matmul) gives every
+// (row, column) the same bits.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include "backend/cpu/k_quants.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/simd_reduce.h"
+#include "backend/cpu/stream_prefetch.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -42,27 +46,56 @@ inline __m256i bcast16(int k0, int k1) {
   return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(0x8000 | k1)), _mm_set1_epi16(static_cast<short>(0x8000 | k0)));
 }
 
-inline __m256i q2_k_super_block(const uint8_t* w, const uint8_t* a) {
-  const __m128i scb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
-  const __m128i m4 = _mm_set1_epi8(0x0f);
-  const __m256i scs = _mm256_broadcastsi128_si256(_mm_and_si128(scb, m4));
-  const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(scb, 4), m4));
-  const __m256i m3 = _mm256_set1_epi8(3);
-  const uint8_t* aq = a + 4;
-  __m256i acc = _mm256_setzero_si256();
-  for (int h = 0; h < 2; ++h) {
-    const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * h));
-    for (int j = 0; j < 4; ++j) {
-      const int k = 8 * h + 2 * j;  // int16 lanes 0-7: sub-block k, 8-15: k + 1
-      const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 128 * h + 32 * j));
-      const __m256i scales = _mm256_shuffle_epi8(scs, bcast16(k, k + 1));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), scales));
-    }
+// Q2_K super-block (Q2kSuperBlock below), isum_sc times 4 and isum_m times 16 (exact; the chunk shifts
+// them back): the 2-bit planes are masked in place instead of shifted down, q·1 (mask 0x03) and q·4 (mask
+// 0x0c) for planes 0 and 1 of a 32-byte quant half and the same for planes 2 and 3 after one 4-bit shift,
+// with the scales of the q·1 planes pre-multiplied by 4 (sc·4 ≤ 60), so every product is 4·q·sc·x;
+// vpmaddubsw pairs stay ≤ 2·12·128 = 3072 (no saturation, x = −128 included). The mins come as 16·m, the
+// high nibbles masked in place. Per quant half: 1 shift + 4 masks instead of 3 shifts + 4 masks, no shift
+// for the mins. |4·isum_sc| ≤ 4·256·3·15·128 < 2^23, |16·isum_m| ≤ 16·16·15·2^15 < 2^27.
+//
+// vpshufb controls of plane j of quant half h (row 4h + j): int16 lanes 0-7 = byte k, 8-15 = byte k + 1,
+// k = 8h + 2j (sub-blocks k and k + 1). Loaded from memory (folded into vpshufb), not rebuilt per block.
+struct alignas(32) Q2kScaleCtrl {
+  uint8_t b[8][32];
+  constexpr Q2kScaleCtrl() : b{} {
+    for (int r = 0; r < 8; ++r)
+      for (int i = 0; i < 32; ++i) b[r][i] = static_cast<uint8_t>(i % 2 == 1 ? 0x80 : 2 * r + i / 16);
   }
-  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 260));
-  return pack_sc_m(acc, _mm256_madd_epi16(mn16, bs));
-}
+};
+inline constexpr Q2kScaleCtrl kQ2kScaleCtrl;
+
+// The masks, made opaque once per call (an empty asm) so that GCC keeps them in registers or one spill
+// slot instead of rebuilding each from a 64-bit immediate in every block.
+struct Q2kSuperBlock {
+  __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0c);
+  __m256i lo4 = _mm256_set1_epi8(0x0f), hi4 = _mm256_set1_epi16(0xf0);  // hi4: per int16 lane
+  Q2kSuperBlock() { __asm__("" : "+x"(m03), "+x"(m0c), "+x"(lo4), "+x"(hi4)); }
+
+  __m256i operator()(const uint8_t* w, const uint8_t* a) const {
+    // The scale bytes by a broadcast load (no shuffle uop), the mins by a widening load.
+    const __m128i scb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+    const __m256i sc1 = _mm256_and_si256(_mm256_broadcastsi128_si256(scb), lo4);
+    const __m256i sc4 = _mm256_slli_epi16(sc1, 2);  // bytes ≤ 60: no carry
+    const __m256i mn16 = _mm256_and_si256(_mm256_cvtepu8_epi16(scb), hi4);
+    const uint8_t* aq = a + 4;
+    __m256i acc = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * h));
+      const __m256i qv4 = _mm256_srli_epi16(qv, 4);  // planes 2, 3 at bits 0-3 (bits from the next byte masked off)
+      const __m256i q[4] = {_mm256_and_si256(qv, m03), _mm256_and_si256(qv, m0c), _mm256_and_si256(qv4, m03),
+                            _mm256_and_si256(qv4, m0c)};
+      const __m256i src[4] = {sc4, sc1, sc4, sc1};
+      for (int j = 0; j < 4; ++j) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 128 * h + 32 * j));
+        const __m256i ctrl = _mm256_load_si256(reinterpret_cast<const __m256i*>(kQ2kScaleCtrl.b[4 * h + j]));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], x), _mm256_shuffle_epi8(src[j], ctrl)));
+      }
+    }
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 260));
+    return pack_sc_m(acc, _mm256_madd_epi16(mn16, bs));
+  }
+};
 
 inline __m256i q4_k_super_block(const uint8_t* w, const uint8_t* a) {
   uint64_t sc8, m8;
@@ -88,50 +121,85 @@ inline __m256i q4_k_super_block(const uint8_t* w, const uint8_t* a) {
   return pack_sc_m(acc, _mm256_madd_epi16(mdup, bs));
 }
 
-template <int64_t kWBytes, int kDOffset, __m256i (*SuperBlock)(const uint8_t*, const uint8_t*)>
+// Lane order of a chunk's f32 values: lane l holds super-block kChunkLane[l] of the chunk (the order
+// the interleaved (S, M) pairs fall into; the accumulators keep it and are put back in order at the end).
+inline __m256i chunk_lane_ids() { return _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7); }
+
+// [d_i, dmin_i] (f16 pairs, the dword at kDOffset) of blocks i0..i0+3 (i < cnt, else 0) as floats.
+struct Q4kSuperBlock {
+  __m256i operator()(const uint8_t* w, const uint8_t* a) const { return q4_k_super_block(w, a); }
+};
+
+template <int64_t kWBytes, int kDOffset>
+inline __m256 d_dmin4(const uint8_t* wc, int i0, int cnt) {
+  auto at = [&](int i) { return i < cnt ? int_at_stride<int32_t>(wc + kDOffset, kWBytes, i) : 0; };
+  __m128i v = _mm_cvtsi32_si128(at(i0));
+  v = _mm_insert_epi32(v, at(i0 + 1), 1);
+  v = _mm_insert_epi32(v, at(i0 + 2), 2);
+  v = _mm_insert_epi32(v, at(i0 + 3), 3);
+  return _mm256_cvtph_ps(v);
+}
+
+// One chunk of cnt (≤ 8) super-blocks at wc / ac: the values d_x·(d·isum_sc − dmin·isum_m) in
+// chunk_lane_ids order (lanes ≥ cnt: 0). SuperBlock's (S, M) are the sums times 2^kShiftS, 2^kShiftM (exact;
+// shifted back here). The float steps are the scalar reference's, lane by lane: t_sc = d·(float)S, t_m =
+// dmin·(float)M (one multiply of the interleaved pairs), then d_x·(t_sc − t_m).
+template <int64_t kWBytes, int kDOffset, int kShiftS, int kShiftM, class SuperBlock>
+__attribute__((always_inline)) inline __m256 chunk_values(const SuperBlock& sb, const uint8_t* wc, const uint8_t* ac,
+                                                          int cnt) {
+  __m256i v[8];
+  for (int i = 0; i < 8; ++i) v[i] = i < cnt ? sb(wc + i * kWBytes, ac + i * kABytes) : _mm256_setzero_si256();
+  // v[i]: super-block i's pack_sc_m; pair_sc_m(v[i], v[i+1]) per half: [S_i, M_i, S_i+1, M_i+1]; adding
+  // the halves gives whole sums: sm0123 = [S0 M0 S1 M1 | S2 M2 S3 M3].
+  const __m256i h01 = pair_sc_m(v[0], v[1]), h23 = pair_sc_m(v[2], v[3]);
+  const __m256i h45 = pair_sc_m(v[4], v[5]), h67 = pair_sc_m(v[6], v[7]);
+  __m256i sm0123 = _mm256_add_epi32(_mm256_permute2x128_si256(h01, h23, 0x20), _mm256_permute2x128_si256(h01, h23, 0x31));
+  __m256i sm4567 = _mm256_add_epi32(_mm256_permute2x128_si256(h45, h67, 0x20), _mm256_permute2x128_si256(h45, h67, 0x31));
+  if constexpr (kShiftS > 0 || kShiftM > 0) {
+    const __m256i shift = _mm256_setr_epi32(kShiftS, kShiftM, kShiftS, kShiftM, kShiftS, kShiftM, kShiftS, kShiftM);
+    sm0123 = _mm256_srav_epi32(sm0123, shift);
+    sm4567 = _mm256_srav_epi32(sm4567, shift);
+  }
+  // [t_sc0 t_m0 t_sc1 t_m1 | t_sc2 t_m2 t_sc3 t_m3]: d and dmin are adjacent f16s, so one dword per block.
+  const __m256 t0123 = _mm256_mul_ps(d_dmin4<kWBytes, kDOffset>(wc, 0, cnt), _mm256_cvtepi32_ps(sm0123));
+  const __m256 t4567 = _mm256_mul_ps(d_dmin4<kWBytes, kDOffset>(wc, 4, cnt), _mm256_cvtepi32_ps(sm4567));
+  // Even / odd floats: [x0 x1 x4 x5 | x2 x3 x6 x7], the chunk_lane_ids order.
+  const __m256 t_sc = _mm256_shuffle_ps(t0123, t4567, _MM_SHUFFLE(2, 0, 2, 0));
+  const __m256 t_m = _mm256_shuffle_ps(t0123, t4567, _MM_SHUFFLE(3, 1, 3, 1));
+  const __m256 dx = _mm256_castsi256_ps(ints8_avx2([&](int l) {
+    constexpr int kBlock[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+    return kBlock[l] < cnt ? int_at_stride<int32_t>(ac, kABytes, kBlock[l]) : 0;
+  }));
+  return _mm256_mul_ps(dx, _mm256_sub_ps(t_sc, t_m));
+}
+
+template <int64_t kWBytes, int kDOffset, int kShiftS, int kShiftM, class SuperBlock>
 float k_quant_dot(int64_t n, const void* w, const void* act) {
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(act);
+  const SuperBlock sb;
   const int64_t nb = n / 256;
+  // acc[c % 4] lane l = partial 8·(c % 4) + kBlock[l] (chunk_lane_ids order); lane-wise adds commute
+  // with that order, so it is undone once, on the s = 8 sums, before the rest of Partials32's tree.
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t c = 0; c * 8 < nb; ++c) {
-    const int64_t b0 = c * 8;
-    const uint8_t* wc = wp + b0 * kWBytes;
-    const uint8_t* ac = ap + b0 * kABytes;
-    const int cnt = static_cast<int>(std::min<int64_t>(8, nb - b0));
-    __m256i v[8];
-    alignas(16) uint16_t dh[8] = {}, dmh[8] = {};
-    alignas(32) float dxa[8] = {};
-    for (int i = 0; i < cnt; ++i) {
-      v[i] = SuperBlock(wc + i * kWBytes, ac + i * kABytes);
-      std::memcpy(&dh[i], wc + i * kWBytes + kDOffset, 2);
-      std::memcpy(&dmh[i], wc + i * kWBytes + kDOffset + 2, 2);
-      std::memcpy(&dxa[i], ac + i * kABytes, 4);
-    }
-    for (int i = cnt; i < 8; ++i) v[i] = _mm256_setzero_si256();
-    // v[i]: super-block i's pack_sc_m; pair_sc_m(v[i], v[i+1]) per half: [S_i, M_i, S_i+1, M_i+1]; adding
-    // the halves gives whole sums: sm0123 = [S0 M0 S1 M1 | S2 M2 S3 M3].
-    const __m256i h01 = pair_sc_m(v[0], v[1]), h23 = pair_sc_m(v[2], v[3]);
-    const __m256i h45 = pair_sc_m(v[4], v[5]), h67 = pair_sc_m(v[6], v[7]);
-    const __m256 sm0123 = _mm256_castsi256_ps(
-        _mm256_add_epi32(_mm256_permute2x128_si256(h01, h23, 0x20), _mm256_permute2x128_si256(h01, h23, 0x31)));
-    const __m256 sm4567 = _mm256_castsi256_ps(
-        _mm256_add_epi32(_mm256_permute2x128_si256(h45, h67, 0x20), _mm256_permute2x128_si256(h45, h67, 0x31)));
-    // Even dwords -> [S0 S1 S4 S5 | S2 S3 S6 S7], then the 64-bit pieces in order (integer bits moved as floats).
-    const __m256i isc = _mm256_permute4x64_epi64(
-        _mm256_castps_si256(_mm256_shuffle_ps(sm0123, sm4567, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0));
-    const __m256i ism = _mm256_permute4x64_epi64(
-        _mm256_castps_si256(_mm256_shuffle_ps(sm0123, sm4567, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0));
-    const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
-    const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dmh)));
-    const __m256 dx = _mm256_load_ps(dxa);
-    const __m256 t_sc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isc));
-    const __m256 t_m = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(ism));
-    const __m256 val = _mm256_mul_ps(dx, _mm256_sub_ps(t_sc, t_m));
+  int64_t c = 0;
+  for (; c * 8 + 8 <= nb; ++c) {
+    // Q2_K only: the weights one page ahead (stream_prefetch.h): 2 threads from DRAM 25.4-25.8 -> 26.6-26.8
+    // GB/s at 4096 x 4096, 1 thread 11.9 -> 12.5-12.6 at 4096 x 2048; from L2 about 1 % slower.
+    if constexpr (kShiftS > 0) prefetch_ahead(wp + c * 8 * kWBytes, 8 * kWBytes);
     __m256& a = acc[c & 3];
-    add_first_lanes_avx2(a, val, cnt);
+    a = _mm256_add_ps(a, chunk_values<kWBytes, kDOffset, kShiftS, kShiftM>(sb, wp + c * 8 * kWBytes, ap + c * 8 * kABytes, 8));
   }
-  return reduce_partials(acc);
+  if (c * 8 < nb) {
+    const int cnt = static_cast<int>(nb - c * 8);
+    const __m256 val = chunk_values<kWBytes, kDOffset, kShiftS, kShiftM>(sb, wp + c * 8 * kWBytes, ap + c * 8 * kABytes, cnt);
+    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), chunk_lane_ids()));
+    __m256& a = acc[c & 3];
+    a = _mm256_blendv_ps(a, _mm256_add_ps(a, val), keep);
+  }
+  // Partials32's s = 16 and s = 8 steps (lane-wise), the lanes back in order, then s = 4, 2, 1.
+  const __m256 s8 = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+  return reduce_lanes8_avx2(_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s8), _MM_SHUFFLE(3, 1, 2, 0))));
 }
 
 // ---- Q2_K tile: nr rows x nc columns per call (matmul) -----------------------------------------------
@@ -219,11 +287,11 @@ constexpr Q2kTileBlockFn kQ2kTileBlock[2][4] = {
 }  // namespace
 
 float vec_dot_q2_k_avx2(int64_t n, const void* w, const void* act) {
-  return k_quant_dot<84, 80, q2_k_super_block>(n, w, act);
+  return k_quant_dot<84, 80, 2, 4, Q2kSuperBlock>(n, w, act);
 }
 
 float vec_dot_q4_k_avx2(int64_t n, const void* w, const void* act) {
-  return k_quant_dot<144, 0, q4_k_super_block>(n, w, act);
+  return k_quant_dot<144, 0, 0, 0, Q4kSuperBlock>(n, w, act);
 }
 
 }  // namespace dsv4::cpu

@@ -89,6 +89,12 @@ float mxfp4_vec_dot_scalar(int64_t n, const void* w, const void* act) {
   return qref::vec_dot_mxfp4(n, static_cast<const BlockMxfp4*>(w), static_cast<const BlockQ8_0Act*>(act));
 }
 
+// mxfp4_avx2.cpp's prepared row: the blocks, then int32 and float arrays of nb rounded up to 8.
+int64_t mxfp4_prepared_act_bytes(int64_t n) {
+  const int64_t nb = n / 32, nb8 = (nb + 7) / 8 * 8;
+  return (nb * static_cast<int64_t>(sizeof(BlockQ8_0Act)) + 31) / 32 * 32 + 8 * nb8;
+}
+
 std::span<const TypeKernels> mxfp4_type_kernels() {
   static const TypeKernels table[] = {{
       .type = TensorType::kMXFP4,
@@ -96,7 +102,10 @@ std::span<const TypeKernels> mxfp4_type_kernels() {
       .dequantize_row = mxfp4_dequantize_row,
       .quantize_row = mxfp4_quantize_row,
       .vec_dot = {mxfp4_vec_dot_scalar, mxfp4_vec_dot_avx2, mxfp4_vec_dot_avx512, mxfp4_vec_dot_avx512vbmi},
-      .vec_dot_rows = {nullptr, nullptr, mxfp4_vec_dot_rows_avx512, mxfp4_vec_dot_rows_avx512vbmi},
+      .vec_dot_rows = {nullptr, mxfp4_vec_dot_rows_avx2, mxfp4_vec_dot_rows_avx512, mxfp4_vec_dot_rows_avx512vbmi},
+      .prepared_act_bytes = mxfp4_prepared_act_bytes,
+      .prepare_act = {nullptr, mxfp4_prepare_act_avx2},
+      .vec_dot_rows_prepared = {nullptr, mxfp4_vec_dot_rows_prepared_avx2},
       .vec_dot_tile = {nullptr, mxfp4_vec_dot_tile8_avx2},
       .tile_rows = {0, 8},
       .tile_cols = {0, kMxfp4Avx2TileCols},

@@ -34,6 +34,13 @@ float mxfp4_vec_dot_avx2(int64_t n, const void* w, const void* act);
 // Tile form (quant.h VecDotTileFn) for matmul at the AVX2 level: nr 1..8 rows (in vector lanes) x nc
 // 1..kMxfp4Avx2TileCols columns; activation quants in [-127, 127] (quantize_act's range: vpsignb).
 constexpr int kMxfp4Avx2TileCols = 16;
+// Matrix x vector at the AVX2 level: vec_dot_rows (row by row) and, on prepared activations (quant.h
+// prepare_act: the blocks unchanged, then per block 12·Σq and d_x), the same bits with less work per block.
+void mxfp4_vec_dot_rows_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
+int64_t mxfp4_prepared_act_bytes(int64_t n);
+void mxfp4_prepare_act_avx2(const void* act, int64_t n, void* out);
+void mxfp4_vec_dot_rows_prepared_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,
+                                      float* out);
 void mxfp4_vec_dot_tile8_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr,
                               int nc, float* out, int64_t out_stride);
 float mxfp4_vec_dot_avx512(int64_t n, const void* w, const void* act);

@@ -9,7 +9,13 @@
 // Integer dot (exact): nibbles -> kvalue + 12 (unsigned) with vpshufb; vpmaddubsw(kv + 12, q) −
 // vpmaddubsw(12, q) gives exact int16 pair sums Σ kv·q (block_dot), then vpmaddwd with ones -> int32.
 // (A 4-row vec_dot_rows sharing the activation work measured 14.3 vs 13.0 GB/s per thread from L2 but
-// streamed DRAM worse, 2 threads 13 vs 25 GB/s, so matrix x vector stays on this one-row kernel.)
+// streamed DRAM worse, 2 threads 13 vs 25 GB/s, so matrix x vector stays on one row at a time.)
+// Matrix x vector goes through prepared activations (prepare_act, once per call): the blocks, then per
+// block 12·Σq and d_x, so the per-block work loses the correction's vpmaddubsw and vpsubw (the same
+// exact isum: Σ (kvalue + 12)·q − 12·Σq) and each block's int16 pair sums are added by
+// sum_lanes8_i16_avx2; 15.0 -> 18.6 GB/s per thread from L2 on Zen 4. It asks for the weights one page
+// ahead (stream_prefetch.h): 1 thread from DRAM 16.1-16.6 -> 16.6-16.7 GB/s at 4096 x 4096, 14.6-15.0 ->
+// 15.8 at 4096 x 2048; 2 threads 30.1-30.9 -> 32.2-32.4; no change from L2.
 //
 // The tile form (matmul, mxfp4_vec_dot_tile8_avx2) puts 8 rows in the lanes instead, with the same
 // integers, products and additions per (row, column).
@@ -21,6 +27,7 @@
 #include "backend/cpu/mxfp4.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/simd_reduce.h"
+#include "backend/cpu/stream_prefetch.h"
 #include "backend/cpu/tile8_avx2.h"
 
 namespace dsv4::cpu {
@@ -44,7 +51,8 @@ inline __m256 e8m0_half_avx2(__m256i e) {
 // shifted right by 4 (vpsrlvd), masked to nibbles and looked up as u = kvalue + 12 (0..24, unsigned);
 // vpmaddubsw(u, q) − corr, corr = vpmaddubsw(12, q) of the activation block, is Σ kvalue·q per int16 pair
 // (each term ≤ 2·24·128, the difference ≤ 3072: exact, no saturation, q = −128 included), then vpmaddwd
-// with ones -> int32.
+// with ones -> int32. (sum_lanes8_i16_avx2 on the int16 pairs instead measured slower here, 15.6 -> 14.9
+// GB/s from L2; the prepared kernel below gains from it.)
 inline __m256i block_dot(const uint8_t* qs, const uint8_t* xq, __m256i corr, __m256i utbl, __m256i shift, __m256i low4) {
   const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
   const __m256i u = _mm256_shuffle_epi8(utbl, _mm256_and_si256(_mm256_srlv_epi32(raw, shift), low4));
@@ -90,6 +98,64 @@ __attribute__((always_inline)) inline void chunk(__m256& a, const uint8_t* wc, c
   add_first_lanes_avx2(a, v, cnt);
 }
 
+// ---- prepared activations (matrix x vector): the correction and d_x per block computed once -------
+//
+// A prepared row (mxfp4_prepared_act_bytes) is the nb activation blocks unchanged (the tile reads them),
+// then int32 corr[nb8] = 12·Σ q of block b and float dx[nb8] (nb8 = nb rounded up to 8, zero padded).
+// Σ (kvalue + 12)·q − 12·Σ q = Σ kvalue·q: the same exact isum as block_dot's int16 correction, so the
+// per-block work drops to vpsrlvd, vpand, vpshufb, vpmaddubsw, vpmaddwd (pairs ≤ 2·24·128: exact).
+struct PreparedAct {
+  const uint8_t* blocks;
+  const int32_t* corr;
+  const float* dx;
+};
+
+inline PreparedAct prepared_view(const void* prepared, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(prepared);
+  const int64_t nb = n / 32, nb8 = (nb + 7) / 8 * 8, corr_off = (nb * kABytes + 31) / 32 * 32;
+  return {p, reinterpret_cast<const int32_t*>(p + corr_off), reinterpret_cast<const float*>(p + corr_off + 4 * nb8)};
+}
+
+// One chunk of cnt (≤ 8) blocks on a prepared row (chunk's order and float steps, bit for bit).
+__attribute__((always_inline)) inline void chunk_prepared(__m256& a, const uint8_t* wc, const uint8_t* ac,
+                                                          const int32_t* corr, const float* dxp, int cnt) {
+  const __m256i utbl = _mm256_broadcastsi128_si256(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  const __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256i p[8];
+  for (int j = 0; j < 8; ++j) {
+    if (j < cnt) {
+      const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wc + j * kWBytes + 1)));
+      const __m256i u = _mm256_shuffle_epi8(utbl, _mm256_and_si256(_mm256_srlv_epi32(raw, shift), low4));
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ac + j * kABytes + 4));
+      p[j] = _mm256_maddubs_epi16(u, q);  // int16 pairs, |pair| ≤ 2·24·128 = 6144
+    } else {
+      p[j] = _mm256_setzero_si256();
+    }
+  }
+  const __m256i isum = _mm256_sub_epi32(sum_lanes8_i16_avx2(p), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corr)));
+  const __m256 v = _mm256_mul_ps(_mm256_mul_ps(e8m0_half_blocks8(wc, cnt), _mm256_loadu_ps(dxp)), _mm256_cvtepi32_ps(isum));
+  add_first_lanes_avx2(a, v, cnt);
+}
+
+float vec_dot_prepared(int64_t n, const uint8_t* wp, const PreparedAct& x) {
+  const int64_t nb = n / 32;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t b = 0;
+  for (; b + 32 <= nb; b += 32) {
+    prefetch_ahead(wp + b * kWBytes, 32 * kWBytes);
+    chunk_prepared(a0, wp + b * kWBytes, x.blocks + b * kABytes, x.corr + b, x.dx + b, 8);
+    chunk_prepared(a1, wp + (b + 8) * kWBytes, x.blocks + (b + 8) * kABytes, x.corr + b + 8, x.dx + b + 8, 8);
+    chunk_prepared(a2, wp + (b + 16) * kWBytes, x.blocks + (b + 16) * kABytes, x.corr + b + 16, x.dx + b + 16, 8);
+    chunk_prepared(a3, wp + (b + 24) * kWBytes, x.blocks + (b + 24) * kABytes, x.corr + b + 24, x.dx + b + 24, 8);
+  }
+  __m256* acc[4] = {&a0, &a1, &a2, &a3};
+  for (int k = 0; b < nb; b += 8, ++k)
+    chunk_prepared(*acc[k], wp + b * kWBytes, x.blocks + b * kABytes, x.corr + b, x.dx + b,
+                   static_cast<int>(std::min<int64_t>(8, nb - b)));
+  return reduce_partials32_avx2(a0, a1, a2, a3);
+}
+
 }  // namespace
 
 // mxfp4.h's order: chunk t = blocks 8t..8t+7 (lane j = block 8t + j) -> accumulator t % 4, four full
@@ -110,6 +176,37 @@ float mxfp4_vec_dot_avx2(int64_t n, const void* w, const void* act) {
   for (int k = 0; b < nb; b += 8, ++k)
     chunk(*acc[k], wp + b * kWBytes, ap + b * kABytes, static_cast<int>(std::min<int64_t>(8, nb - b)));
   return reduce_partials32_avx2(a0, a1, a2, a3);
+}
+
+void mxfp4_vec_dot_rows_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  for (int r = 0; r < nr; ++r) out[r] = mxfp4_vec_dot_avx2(n, static_cast<const uint8_t*>(w) + r * w_stride, act);
+}
+
+void mxfp4_prepare_act_avx2(const void* act, int64_t n, void* out) {
+  const int64_t nb = n / 32, nb8 = (nb + 7) / 8 * 8;
+  const auto* src = static_cast<const uint8_t*>(act);
+  std::memcpy(out, src, static_cast<size_t>(nb * kABytes));
+  const PreparedAct x = prepared_view(out, n);
+  auto* corr = const_cast<int32_t*>(x.corr);
+  auto* dx = const_cast<float*>(x.dx);
+  for (int64_t b = 0; b < nb8; ++b) {
+    int32_t s = 0;
+    float d = 0.0f;
+    if (b < nb) {
+      const auto* blk = src + b * kABytes;
+      for (int i = 0; i < 32; ++i) s += static_cast<int8_t>(blk[4 + i]);
+      std::memcpy(&d, blk, 4);
+    }
+    corr[b] = 12 * s;
+    dx[b] = d;
+  }
+}
+
+// Row by row (one weight stream at a time: interleaved rows streamed DRAM at about half the rate).
+void mxfp4_vec_dot_rows_prepared_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr,
+                                      float* out) {
+  const PreparedAct x = prepared_view(prepared, n);
+  for (int r = 0; r < nr; ++r) out[r] = vec_dot_prepared(n, static_cast<const uint8_t*>(w) + r * w_stride, x);
 }
 
 namespace {

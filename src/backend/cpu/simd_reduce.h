@@ -76,16 +76,37 @@ static inline __m256i sum_lanes8_avx2(const __m256i* p) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+// The s = 4, 2, 1 steps of Partials32's tree (below) on its 8 lane sums s8 (lane i: the partials ≡ i
+// mod 8), for kernels that do the lane-wise s = 16 and s = 8 steps themselves.
+static inline float reduce_lanes8_avx2(__m256 s8) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+// Eight 16-lane int16 vectors -> int32 lane j = Σ of p[j]'s 16 lanes (exact when every |lane| ≤ 8191:
+// the first two steps add 4 lanes in int16). Dword unpacks and adds (each dword keeps two lanes of one
+// vector), then qword unpacks and adds, vpmaddwd by ones, and the 128-bit halves: 23 ops where vpmaddwd
+// per vector and sum_lanes8_avx2 take 29.
+static inline __m256i sum_lanes8_i16_avx2(const __m256i* p) {
+  __m256i t[4];
+  for (int i = 0; i < 4; ++i)  // dwords per half: [a(d0+d2), b(d0+d2), a(d1+d3), b(d1+d3)], a = p[2i], b = p[2i+1]
+    t[i] = _mm256_add_epi16(_mm256_unpacklo_epi32(p[2 * i], p[2 * i + 1]), _mm256_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+  // dwords per half: two int16 partial sums of p0, p1, p2, p3 (then p4..p7), each of 4 lanes
+  const __m256i a = _mm256_add_epi16(_mm256_unpacklo_epi64(t[0], t[1]), _mm256_unpackhi_epi64(t[0], t[1]));
+  const __m256i b = _mm256_add_epi16(_mm256_unpacklo_epi64(t[2], t[3]), _mm256_unpackhi_epi64(t[2], t[3]));
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i sa = _mm256_madd_epi16(a, ones), sb = _mm256_madd_epi16(b, ones);  // per half [Σp0 .. Σp3]
+  return _mm256_add_epi32(_mm256_permute2x128_si256(sa, sb, 0x20), _mm256_permute2x128_si256(sa, sb, 0x31));
+}
+
 // Partials 0-7, 8-15, 16-23, 24-31 in a0..a3. Tree: s=16: (a0+a2, a1+a3); s=8: sum of those;
 // then s=4, 2, 1 inside the 8 lanes.
 static inline float reduce_partials32_avx2(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   const __m256 s16lo = _mm256_add_ps(a0, a2);  // p[i] + p[i+16], i = 0..7
   const __m256 s16hi = _mm256_add_ps(a1, a3);  // i = 8..15
-  const __m256 s8 = _mm256_add_ps(s16lo, s16hi);  // p[i] + p[i+8], i = 0..7
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
+  return reduce_lanes8_avx2(_mm256_add_ps(s16lo, s16hi));  // s8: p[i] + p[i+8], i = 0..7
 }
 
 #ifdef __AVX512F__
