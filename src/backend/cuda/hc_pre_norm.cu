@@ -54,7 +54,7 @@ constexpr int kHcThreads = 256;
 constexpr int kHcWarps = kHcThreads / 32;
 constexpr int kHcMaxStreams = 5;        // hc·hc ≤ 32
 constexpr int kHcMaxMix = 64;           // (2 + hc)·hc for hc ≤ 5
-constexpr int kHcXPieces = 4;          // X[t] lands in pieces; the norm chains start on the first
+constexpr int kHcXPieces = 4;          // X[t] lands in pieces; the norm chains start on the first piece
 constexpr int64_t kHcMaxTokens = 16;    // decode and short chunks; longer prefills run the four ops
 constexpr int64_t kHcSmemMax = 200 * 1024;  // dynamic shared memory (sm_90 allows 227 KiB per CTA)
 
@@ -141,8 +141,9 @@ __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads)
   const float* x_src = row_ptr<float>(a.X, a.X_nb, t);
   const int piece = (HD + 32 * kHcXPieces - 1) / (32 * kHcXPieces) * 32;  // elements, a multiple of 32
   bool x_bulk = true;
+  const auto piece_start = [piece, HD](int q) { return q * piece < HD ? q * piece : HD; };
   for (int q = 0; q < kHcXPieces; ++q) {
-    const int lo = q * piece < HD ? q * piece : HD, hi = (q + 1) * piece < HD ? (q + 1) * piece : HD;
+    const int lo = piece_start(q), hi = piece_start(q + 1);
     preload::BulkStage x_stage(&bars[1 + q]);
     const bool bulk = preload::BulkStage::bulk(Xs + lo, x_src + lo, int64_t{4} * (hi - lo));
     x_bulk = x_bulk && (bulk || hi == lo);
@@ -156,8 +157,7 @@ __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads)
     float ss = 0.0f;
     for (int q = 0; q < kHcXPieces; ++q) {
       preload::BulkStage(&bars[1 + q]).wait();
-      const int lo = q * piece < HD ? q * piece : HD, hi = (q + 1) * piece < HD ? (q + 1) * piece : HD;
-      ss = rowops::lane_fma_chain_pipelined<16>(ss, lo, hi, lane, x_at, x_at);
+      ss = rowops::lane_fma_chain_pipelined<16>(ss, piece_start(q), piece_start(q + 1), lane, x_at, x_at);
     }
     ss = rowops::warp_tree(ss);
     if (lane == 0) inv_s[0] = rowops::rms_inverse(ss, HD, a.rms_eps);

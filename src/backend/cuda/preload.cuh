@@ -45,23 +45,12 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
-// dst[0, bytes) = src[0, bytes) (shared ← global) by threads t of nthreads: 16-byte asynchronous copies
-// when both ends are 16-byte aligned and bytes is a multiple of 16 (wait with cp_async_wait_all), else
-// byte copies (synchronous; the odd shapes of the tests).
-__device__ __forceinline__ void stage_bytes(uint8_t* dst, const uint8_t* src, int64_t bytes, int t, int nthreads) {
-  if ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | static_cast<uintptr_t>(bytes)) % 16 == 0) {
-    for (int64_t q = t; q < bytes / 16; q += nthreads) cp_async16(dst + 16 * q, src + 16 * q);
-  } else {
-    for (int64_t q = t; q < bytes; q += nthreads) dst[q] = src[q];
-  }
-}
-
 // Rows global → shared through the copy engine, completing on one mbarrier (a __shared__ uint64_t of
 // the kernel; one use per kernel: phase 0). Every thread of the CTA calls init() (then a
 // __syncthreads() before the first add()), add() for each row (thread 0 issues it) and wait(). A row
 // whose address or length is not a multiple of 16 bytes is copied by the CTA's threads synchronously
-// instead (the odd shapes of the tests), so wait() then __syncthreads() cover both paths. Rows are
-// declared before they are issued: declare() sums the bytes thread 0 will expect.
+// instead (the odd shapes of the tests), so wait() then __syncthreads() cover both paths. Thread 0's
+// expect() (the sum of the bulk rows' bytes) comes before their add()s.
 class BulkStage {
  public:
   __device__ explicit BulkStage(uint64_t* bar) : bar_(static_cast<unsigned>(__cvta_generic_to_shared(bar))) {}
