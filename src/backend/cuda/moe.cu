@@ -147,30 +147,40 @@ __global__ void __launch_bounds__(kRouteThreads) route_kernel(RouteK r) {
   }
 }
 
-// route_kernel's selection on one warp per token for E ≤ 32·kRouteLaneMax (DS4: 256 experts, 8 per
-// lane in registers; the CTA form's six rounds of a shared-memory tree took ~12 µs per token): lane l
-// holds experts l, l + 32, …; each of the K rounds takes every lane's best untaken expert and an xor
-// butterfly of ranks_before (a strict total order, so every lane ends with the one best, as any tree
-// would); the owner marks it taken. Every lane adds the round's score to its sum (the same K values from
-// 0 in slot order: route_kernel's sum) and lane k keeps round k's expert and score, so the K ≤ 32 slots
-// are written by their lanes at the end: route_kernel's bits, with no serial tail that re-reads ids and
-// logits from memory.
+// route_kernel's selection on one warp per token for E ≤ 32·kRouteLaneMax (DS4: 256 experts; the CTA
+// form's six rounds of a shared-memory tree took ~12 µs per token). One CTA of 32·kRouteLaneMax threads
+// per token: thread e computes expert e's score (each thread one sqrt(softplus): the warp form's eight
+// per lane, unrolled, took 15.7 µs on an H100 for ~3 µs of arithmetic — a long cold instruction stream
+// on one SM) into shared memory; then warp 0's lane l holds experts l, l + 32, … in registers; each of
+// the K rounds takes every lane's best untaken expert and an xor butterfly of ranks_before (a strict
+// total order, so every lane ends with the one best, as any tree would); the owner marks it taken.
+// Every lane adds the round's score to its sum (the same K values from 0 in slot order: route_kernel's
+// sum) and lane k keeps round k's expert and score, so the K ≤ 32 slots are written by their lanes at
+// the end: route_kernel's bits. The bias (a weight) is read before wait_for_producer().
 constexpr int kRouteLaneMax = 8;
-constexpr int kRouteWarpsPerCta = 4;
+constexpr int kRouteWarpThreads = 32 * kRouteLaneMax;
 
-__global__ void __launch_bounds__(32 * kRouteWarpsPerCta) route_warp_kernel(RouteK r) {
+__global__ void __launch_bounds__(kRouteWarpThreads) route_warp_kernel(RouteK r) {
+  __shared__ float s_score[kRouteWarpThreads], s_sel[kRouteWarpThreads];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  const int64_t t = blockIdx.x;
+  const float bias = r.bias != nullptr && tid < r.E ? r.bias[tid] : 0.0f;
   wait_for_producer();
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  const int64_t t = blockIdx.x * static_cast<int64_t>(kRouteWarpsPerCta) + threadIdx.x / 32;
-  if (t >= r.n) return;  // the whole warp leaves together
   const float* lt = r.logits + t * r.l_stride;
+  if (tid < r.E) {
+    const float sc = route_score(lt, tid);
+    s_score[tid] = sc;
+    s_sel[tid] = r.bias != nullptr ? sc + bias : sc;
+  }
+  __syncthreads();
+  if (tid >= 32) return;
   float score[kRouteLaneMax], sel[kRouteLaneMax];
   unsigned taken = 0;
 #pragma unroll
   for (int j = 0; j < kRouteLaneMax; ++j) {
-    const int64_t e = lane + 32 * j;
-    score[j] = e < r.E ? route_score(lt, e) : 0.0f;
-    sel[j] = e < r.E && r.bias != nullptr ? score[j] + r.bias[e] : score[j];
+    const int e = lane + 32 * j;
+    score[j] = e < r.E ? s_score[e] : 0.0f;
+    sel[j] = e < r.E ? s_sel[e] : 0.0f;
     if (e >= r.E) taken |= 1u << j;
   }
   int32_t* id = r.ids + t * r.i_stride;
@@ -202,7 +212,7 @@ __global__ void __launch_bounds__(32 * kRouteWarpsPerCta) route_warp_kernel(Rout
     if (best >= 0 && best % 32 == lane) taken |= 1u << (best / 32);
     if (lane == k) {
       my_id = best;
-      my_score = best_score;  // = route_score(lt, best), computed by its owner lane
+      my_score = best_score;  // = route_score(lt, best), computed by its thread
     }
     sum += best_score;  // route_kernel: sum += s_score[id[i]] for i ascending from 0
   }
@@ -280,8 +290,7 @@ void CudaBackend::route(const backend::RouteArgs& r) {
     return;
   }
   if (!hash && E <= 32 * kRouteLaneMax && K <= 32) {
-    launch("route_warp_kernel", route_warp_kernel, static_cast<unsigned>((n + kRouteWarpsPerCta - 1) / kRouteWarpsPerCta),
-           32 * kRouteWarpsPerCta, 0, k);
+    launch("route_warp_kernel", route_warp_kernel, static_cast<unsigned>(n), kRouteWarpThreads, 0, k);
     return;
   }
   launch("route_kernel", route_kernel, static_cast<unsigned>(n), kRouteThreads, 0, k);
