@@ -7,7 +7,7 @@
 //   1. Before wait_for_producer(): CTA `rank` copies its mix rows of fn (rows rank, rank + C, …: the
 //      weights, never written by a step) into shared memory by the copy engine (preload::BulkStage), and
 //      the small weights (scale, base, its slice of norm), so they overlap the kernel before.
-//   2. After it: X[t] into shared memory in kHcXPieces pieces (an mbarrier each); warp 0 runs
+//   2. After it: X[t] into shared memory (kHcXPieces pieces, an mbarrier each: one took 6.5 K cycles with the norm, four 7.2 K); warp 0 runs
 //      rms_norm's lane chains over each piece as it lands (every CTA the same chains in the same order:
 //      the same inv in each).
 //   3. One warp per mix row: the F32-activation product's lane chains, fma(w_i, X_i·inv, p) with
@@ -54,7 +54,8 @@ constexpr int kHcThreads = 256;
 constexpr int kHcWarps = kHcThreads / 32;
 constexpr int kHcMaxStreams = 5;        // hc·hc ≤ 32
 constexpr int kHcMaxMix = 64;           // (2 + hc)·hc for hc ≤ 5
-constexpr int kHcXPieces = 4;          // X[t] lands in pieces; the norm chains start on the first piece
+constexpr int kHcXPieces = 1;           // X[t] in pieces the norm chains could start on: 4 measured slower (7.2 K
+                                        // cycles for X and the norm against 2.6 K + 3.9 K with one)
 constexpr int64_t kHcMaxTokens = 16;    // decode and short chunks; longer prefills run the four ops
 constexpr int64_t kHcSmemMax = 200 * 1024;  // dynamic shared memory (sm_90 allows 227 KiB per CTA)
 

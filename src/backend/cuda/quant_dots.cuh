@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "numerics/blocks.h"
+#include "numerics/iq2_xxs_grid.h"
 #include "numerics/quant_ref_iq2_xxs.h"
 #include "numerics/quant_ref_k.h"
 
@@ -34,11 +35,35 @@ __device__ __forceinline__ int32_t q8_0_isum(const uint8_t* wblk, const BlockQ8_
   return s;
 }
 
-// Byte j of the result is 0xff where bit j of the low four bits of b is set.
-__device__ __forceinline__ uint32_t sign_bytes(uint32_t b) { return ((b & 0xfu) * 0x00204081u & 0x01010101u) * 0xffu; }
+// Byte j of the result is 0xff where bit j of the low four bits of b is set: b·0x10204080 moves bit j
+// of the nibble to bit 8j+7 (the four partial products occupy bits 7-10, 14-17, 21-24, 28-31: no carries),
+// then prmt's sign-replicate selector (0x8 | j per byte) copies each byte's top bit across the byte.
+__device__ __forceinline__ uint32_t sign_bytes(uint32_t b) {
+  const uint32_t spread = (b & 0xfu) * 0x10204080u;
+  uint32_t m;
+  asm("prmt.b32 %0, %1, 0, 0xBA98;" : "=r"(m) : "r"(spread));
+  return m;
+}
 
-// iq2_xxs_isum over groups [g0, g1): grid bytes (0…43) get their signs per byte ((g ^ m) − m), then
-// dp4a against the activation words.
+// The grid bytes with their signs: byte j of g is a magnitude (8, 25 or 43) and byte j of m is 0xff
+// (negative) or 0. (g ^ m) + (m & 1 per byte) is the two's complement −g where m is 0xff and g where it is
+// 0; no byte carries into the next since g ^ 0xff ≤ 0xf7 (the grid has no zero byte: checked below).
+__device__ __forceinline__ uint32_t signed_grid(uint32_t g, uint32_t m) { return (g ^ m) + (m & 0x01010101u); }
+
+consteval bool iq2_xxs_tables_fit_signed_grid() {
+  for (uint64_t e : qref::kIq2xxsGrid)
+    for (int j = 0; j < 8; ++j)
+      if (((e >> (8 * j)) & 0xff) == 0 || ((e >> (8 * j)) & 0xff) > 0x7f) return false;
+  for (int s = 0; s < 128; ++s)
+    if ((qref::kIq2xxsSigns[s] & 0x7f) != s) return false;
+  return true;
+}
+static_assert(iq2_xxs_tables_fit_signed_grid(),
+              "signed_grid needs grid magnitudes in 1..127; the low sign nibble is read from the index");
+
+// iq2_xxs_isum over groups [g0, g1): grid bytes get their signs per byte (signed_grid), then dp4a
+// against the activation words. The low four signs are the index's own bits (kIq2xxsSigns[s] & 0x7f ==
+// s); the high four come from the table (bit 7 is the parity).
 __device__ __forceinline__ int32_t iq2_xxs_isum(const BlockIq2Xxs& w, const BlockQ8_K& a, const uint64_t* grid,
                                                const uint8_t* signs, int g0, int g1) {
   int32_t isum = 0;
@@ -49,12 +74,11 @@ __device__ __forceinline__ int32_t iq2_xxs_isum(const BlockIq2Xxs& w, const Bloc
     int32_t gsum = 0;
 #pragma unroll
     for (int l = 0; l < 4; ++l) {
+      const uint32_t s_idx = (aw[1] >> (7 * l)) & 127;
       const uint64_t gr = grid[(aw[0] >> (8 * l)) & 0xff];
-      const uint32_t sg = signs[(aw[1] >> (7 * l)) & 127];
-      const uint32_t m_lo = sign_bytes(sg), m_hi = sign_bytes(sg >> 4);
-      const uint32_t g_lo = static_cast<uint32_t>(gr), g_hi = static_cast<uint32_t>(gr >> 32);
-      gsum = __dp4a(static_cast<int>(__vsub4(g_lo ^ m_lo, m_lo)), a32[2 * l], gsum);
-      gsum = __dp4a(static_cast<int>(__vsub4(g_hi ^ m_hi, m_hi)), a32[2 * l + 1], gsum);
+      const uint32_t m_lo = sign_bytes(s_idx), m_hi = sign_bytes(static_cast<uint32_t>(signs[s_idx]) >> 4);
+      gsum = __dp4a(static_cast<int>(signed_grid(static_cast<uint32_t>(gr), m_lo)), a32[2 * l], gsum);
+      gsum = __dp4a(static_cast<int>(signed_grid(static_cast<uint32_t>(gr >> 32), m_hi)), a32[2 * l + 1], gsum);
     }
     isum += static_cast<int32_t>(2 * (aw[1] >> 28) + 1) * gsum;
   }
