@@ -153,12 +153,28 @@ constexpr bool has_tables() {
     return false;
 }
 
+// Whether Ops has a lane form (lane_act once per block, part_lane per row) and these rows its alignment.
+template <typename Ops>
+constexpr bool has_lane_act() {
+  return requires { typename Ops::LaneAct; };
+}
+template <typename Ops, bool kOn>
+struct LaneActOf {
+  struct type {};
+};
+template <typename Ops>
+struct LaneActOf<Ops, true> {
+  using type = typename Ops::LaneAct;
+};
+
 // Each warp computes kRoutedRows consecutive output rows of its pair, interleaved chunk by chunk (their
 // weight loads in flight together; a CTA's set-up — the activation row and the tables — serves
-// 8·kRoutedRows rows): a routed product of 2048 rows is then 64 CTAs per pair instead of 256.
+// 8·kRoutedRows rows): a routed product of 2048 rows is then 64 CTAs per pair instead of 256. With
+// kLaneAct a lane loads its activation words of a block once for the kRoutedRows rows (ncu: the IQ2_XXS
+// form was bound by the shared-memory pipe, 72 % busy at 0.94 TB/s, every row re-reading them).
 constexpr int kRoutedRows = 4;
 
-template <typename Ops>
+template <typename Ops, bool kLaneAct>
 __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(ProductArgs a) {
   static_assert(Ops::kLanes > 1, "K/IQ types");
   constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
@@ -170,8 +186,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
   const int64_t o0 = (blockIdx.x * static_cast<int64_t>(kProductWarps) + warp) * kRoutedRows;
   const int64_t nb = a.in / Ops::kBlock, act_bytes = nb * kActBytes;
   if constexpr (kTables) {
-    for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];
-    for (int i = tid; i < 128; i += blockDim.x) tab_s.signs[i] = d_iq2xxs.signs[i];
+    for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];  // (the dots compute the signs)
   }
   wait_for_producer();  // the tables are constants; the ids and activations come from the producers
   const uint8_t* wz = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1);
@@ -200,19 +215,27 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
           const int64_t b = b0 + lane / kL;
           const int rel = lane - static_cast<int>(b0 % 32);
           const bool mine = rel >= 0 && rel < kPerChunk && b0 + rel < nb;
+          const uint8_t* ab = act_s + b * kActBytes;
+          // kLaneAct: the lane's activation words once for the kRoutedRows rows.
+          [[maybe_unused]] typename LaneActOf<Ops, kLaneAct>::type la{};
+          if constexpr (kLaneAct) {
+            if (b < nb) la = Ops::lane_act(ab, sub);
+          }
 #pragma unroll
           for (int i = 0; i < kRoutedRows; ++i) {
             if (i >= rows_here) break;
             const uint8_t* wb = w + i * a.w_row_bytes + b * Ops::kBlockBytes;
             typename Ops::Isum is{};
             if (b < nb) {
-              if constexpr (kTables)
-                is = Ops::part_with(wb, act_s + b * kActBytes, sub, tab_s);
+              if constexpr (kLaneAct)
+                is = Ops::part_lane(wb, la, sub, tab_s);
+              else if constexpr (kTables)
+                is = Ops::part_with(wb, ab, sub, tab_s);
               else
-                is = Ops::part(wb, act_s + b * kActBytes, sub);
+                is = Ops::part(wb, ab, sub);
             }
             for (int m = 1; m < kL; m <<= 1) is = Ops::add(is, Ops::shfl_xor(is, m));
-            const float v = b < nb ? Ops::finish(wb, act_s + b * kActBytes, is) : 0.0f;
+            const float v = b < nb ? Ops::finish(wb, ab, is) : 0.0f;
             const float vb = __shfl_sync(0xffffffffu, v, mine ? rel * kL : 0);
             if (mine) p[i] = p[i] + vb;
           }
@@ -497,7 +520,16 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
       if (a.ids != nullptr && a.in / Ops::kBlock * ActOps<Ops::kAct>::kBytes <= kRoutedActMax) {
         handled = true;
         const dim3 g(static_cast<unsigned>(blocks_for(a.out, kProductWarps * kRoutedRows)), grid.y, grid.z);
-        be.launch("product_routed_kernel", product_routed_kernel<Ops>, g, 32 * kProductWarps, 0, a);
+        if constexpr (has_lane_act<Ops>()) {
+          const auto fits = [](int64_t v) { return v % Ops::kLaneAlign == 0; };
+          if (fits(static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.w))) &&
+              fits(static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.w_z1))) && fits(a.w_row_bytes) &&
+              fits(a.expert_bytes)) {
+            be.launch("product_routed_kernel", product_routed_kernel<Ops, true>, g, 32 * kProductWarps, 0, a);
+            return;
+          }
+        }
+        be.launch("product_routed_kernel", product_routed_kernel<Ops, false>, g, 32 * kProductWarps, 0, a);
         return;
       }
     }

@@ -162,6 +162,16 @@ struct TypeOps<TensorType::kQ2_K> {
     if (reinterpret_cast<uintptr_t>(w) % 4 == 0) return qdot::q2_k_isums(blk, act, 4 * s, 4 * s + 4);
     return qref::q2_k_isums(blk, act, 4 * s, 4 * s + 4);
   }
+  // part against a lane's activation words (lane_act: loaded once for several weight rows).
+  using LaneAct = qdot::LaneAct64;
+  __device__ static LaneAct lane_act(const uint8_t* a, int s) {
+    return qdot::lane_act64(*reinterpret_cast<const BlockQ8_K*>(a), s);
+  }
+  static constexpr int kLaneAlign = 4;  // part_lane reads 32-bit words: every block 4-byte aligned
+  template <typename Tables>
+  __device__ static Isum part_lane(const uint8_t* w, const LaneAct& act, int s, const Tables&) {
+    return qdot::q2_k_isums_lane(*reinterpret_cast<const BlockQ2_K*>(w), act, s);
+  }
   __device__ static Isum add(Isum x, Isum y) { return {x.sc + y.sc, x.m + y.m}; }
   __device__ static Isum shfl_xor(Isum x, int m) {
     return {__shfl_xor_sync(0xffffffffu, x.sc, m), __shfl_xor_sync(0xffffffffu, x.m, m)};
@@ -239,13 +249,22 @@ struct TypeOps<TensorType::kIQ2_XXS> {
   using Isum = int32_t;
   __device__ static Isum part(const uint8_t* w, const uint8_t* a, int s) {
     return qdot::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a),
-                              d_iq2xxs.grid, d_iq2xxs.signs, 2 * s, 2 * s + 2);
+                              d_iq2xxs.grid, 2 * s, 2 * s + 2);
   }
   // The same with the tables at `t` (a copy in shared memory).
   static constexpr bool kHasTables = true;
   __device__ static Isum part_with(const uint8_t* w, const uint8_t* a, int s, const Iq2xxsDeviceTables& t) {
     return qdot::iq2_xxs_isum(*reinterpret_cast<const BlockIq2Xxs*>(w), *reinterpret_cast<const BlockQ8_K*>(a), t.grid,
-                              t.signs, 2 * s, 2 * s + 2);
+                              2 * s, 2 * s + 2);
+  }
+  // part_with against a lane's activation words (lane_act: loaded once for several weight rows).
+  using LaneAct = qdot::LaneAct64;
+  __device__ static LaneAct lane_act(const uint8_t* a, int s) {
+    return qdot::lane_act64(*reinterpret_cast<const BlockQ8_K*>(a), s);
+  }
+  static constexpr int kLaneAlign = 2;  // part_lane's load_words4_align2
+  __device__ static Isum part_lane(const uint8_t* w, const LaneAct& act, int s, const Iq2xxsDeviceTables& t) {
+    return qdot::iq2_xxs_isum_lane(w, act, t.grid, s);
   }
   __device__ static Isum add(Isum x, Isum y) { return x + y; }
   __device__ static Isum shfl_xor(Isum x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }

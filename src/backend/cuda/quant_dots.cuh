@@ -35,11 +35,9 @@ __device__ __forceinline__ int32_t q8_0_isum(const uint8_t* wblk, const BlockQ8_
   return s;
 }
 
-// Byte j of the result is 0xff where bit j of the low four bits of b is set: b·0x10204080 moves bit j
-// of the nibble to bit 8j+7 (the four partial products occupy bits 7-10, 14-17, 21-24, 28-31: no carries),
-// then prmt's sign-replicate selector (0x8 | j per byte) copies each byte's top bit across the byte.
-__device__ __forceinline__ uint32_t sign_bytes(uint32_t b) {
-  const uint32_t spread = (b & 0xfu) * 0x10204080u;
+// Byte j of the result is 0xff where bit 8j+7 of `spread` is set, else 0 (prmt's sign-replicate
+// selector, 0x8 | j per byte, copies each byte's top bit across the byte).
+__device__ __forceinline__ uint32_t top_bits_to_bytes(uint32_t spread) {
   uint32_t m;
   asm("prmt.b32 %0, %1, 0, 0xBA98;" : "=r"(m) : "r"(spread));
   return m;
@@ -50,39 +48,92 @@ __device__ __forceinline__ uint32_t sign_bytes(uint32_t b) {
 // 0; no byte carries into the next since g ^ 0xff ≤ 0xf7 (the grid has no zero byte: checked below).
 __device__ __forceinline__ uint32_t signed_grid(uint32_t g, uint32_t m) { return (g ^ m) + (m & 0x01010101u); }
 
+// The sign pattern of IQ2_XXS index s is kIq2xxsSigns[s] = s | parity(s) << 7 (checked below), so the
+// signs are computed, not looked up: one shared-memory load fewer per 8 weights (the routed products
+// are bound by the shared-memory pipe).
 consteval bool iq2_xxs_tables_fit_signed_grid() {
   for (uint64_t e : qref::kIq2xxsGrid)
     for (int j = 0; j < 8; ++j)
       if (((e >> (8 * j)) & 0xff) == 0 || ((e >> (8 * j)) & 0xff) > 0x7f) return false;
-  for (int s = 0; s < 128; ++s)
-    if ((qref::kIq2xxsSigns[s] & 0x7f) != s) return false;
+  for (int s = 0; s < 128; ++s) {
+    int parity = 0;
+    for (int j = 0; j < 7; ++j) parity ^= (s >> j) & 1;
+    if (qref::kIq2xxsSigns[s] != (s | parity << 7)) return false;
+  }
   return true;
 }
 static_assert(iq2_xxs_tables_fit_signed_grid(),
-              "signed_grid needs grid magnitudes in 1..127; the low sign nibble is read from the index");
+              "signed_grid needs grid magnitudes in 1..127 and the signs s | parity(s) << 7");
 
-// iq2_xxs_isum over groups [g0, g1): grid bytes get their signs per byte (signed_grid), then dp4a
-// against the activation words. The low four signs are the index's own bits (kIq2xxsSigns[s] & 0x7f ==
-// s); the high four come from the table (bit 7 is the parity).
-__device__ __forceinline__ int32_t iq2_xxs_isum(const BlockIq2Xxs& w, const BlockQ8_K& a, const uint64_t* grid,
-                                               const uint8_t* signs, int g0, int g1) {
+// Σ over one group of 32 weights (aw: its two words, iq2_xxs_group_words) of signed grid × activation
+// (a32: the group's 8 activation words), times 2·ls + 1. Per 8 weights: bit j of the sign index goes to
+// bit 8j+7 by a multiply (partial products at bits 7-10, 14-17, 21-24, 28-31: no carries; the 8th sign,
+// the parity, to bit 31 by popc << 31), prmt spreads the top bits to byte masks, two dp4a.
+__device__ __forceinline__ int32_t iq2_xxs_group_isum(uint32_t aw0, uint32_t aw1, const uint64_t* grid, const int* a32) {
+  int32_t gsum = 0;
+#pragma unroll
+  for (int l = 0; l < 4; ++l) {
+    const uint32_t s_idx = (aw1 >> (7 * l)) & 127;
+    const uint64_t gr = grid[(aw0 >> (8 * l)) & 0xff];
+    const uint32_t m_lo = top_bits_to_bytes((s_idx & 0xfu) * 0x10204080u);
+    const uint32_t m_hi = top_bits_to_bytes(((s_idx & 0x70u) * 0x01020408u) | (static_cast<uint32_t>(__popc(s_idx)) << 31));
+    gsum = __dp4a(static_cast<int>(signed_grid(static_cast<uint32_t>(gr), m_lo)), a32[2 * l], gsum);
+    gsum = __dp4a(static_cast<int>(signed_grid(static_cast<uint32_t>(gr >> 32), m_hi)), a32[2 * l + 1], gsum);
+  }
+  return static_cast<int32_t>(2 * (aw1 >> 28) + 1) * gsum;
+}
+
+// iq2_xxs_isum over groups [g0, g1).
+__device__ __forceinline__ int32_t iq2_xxs_isum(const BlockIq2Xxs& w, const BlockQ8_K& a, const uint64_t* grid, int g0,
+                                               int g1) {
   int32_t isum = 0;
   for (int g = g0; g < g1; ++g) {
     uint32_t aw[2];
     qref::iq2_xxs_group_words(w, g, aw);
-    const int* a32 = reinterpret_cast<const int*>(a.qs + 32 * g);
-    int32_t gsum = 0;
-#pragma unroll
-    for (int l = 0; l < 4; ++l) {
-      const uint32_t s_idx = (aw[1] >> (7 * l)) & 127;
-      const uint64_t gr = grid[(aw[0] >> (8 * l)) & 0xff];
-      const uint32_t m_lo = sign_bytes(s_idx), m_hi = sign_bytes(static_cast<uint32_t>(signs[s_idx]) >> 4);
-      gsum = __dp4a(static_cast<int>(signed_grid(static_cast<uint32_t>(gr), m_lo)), a32[2 * l], gsum);
-      gsum = __dp4a(static_cast<int>(signed_grid(static_cast<uint32_t>(gr >> 32), m_hi)), a32[2 * l + 1], gsum);
-    }
-    isum += static_cast<int32_t>(2 * (aw[1] >> 28) + 1) * gsum;
+    isum += iq2_xxs_group_isum(aw[0], aw[1], grid, reinterpret_cast<const int*>(a.qs + 32 * g));
   }
   return isum;
+}
+
+// A lane's 64 activation bytes, qs[64s … 64s+63] of a BlockQ8_K (its two IQ2_XXS groups 2s, 2s+1 or its
+// four Q2_K sub-blocks 4s … 4s+3) and those sub-blocks' bsums: loaded once per block and used for every
+// weight row a warp computes (the routed form's rows; each row re-read them from shared memory before).
+struct LaneAct64 {
+  int w[16];
+  int32_t bsums[4];
+};
+__device__ __forceinline__ LaneAct64 lane_act64(const BlockQ8_K& a, int s) {
+  LaneAct64 r;
+  const int* a32 = reinterpret_cast<const int*>(a.qs + 64 * s);
+#pragma unroll
+  for (int k = 0; k < 16; ++k) r.w[k] = a32[k];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) r.bsums[k] = a.bsums[4 * s + k];
+  return r;
+}
+
+// Four little-endian words from a 2-byte aligned address of weights (read-only: __ldg): four aligned 32-bit loads from the word at or
+// below p, the 16 bits at p + 14 and funnel shifts by 0 or 16 bits (no byte outside [p − 2, p + 16) is
+// read). For IQ2_XXS blocks (66 bytes: their qs start 2 bytes past a word boundary in every other block),
+// 5 loads instead of 8 16-bit ones.
+__device__ __forceinline__ void load_words4_align2(const uint8_t* p, uint32_t (&q)[4]) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  const uint32_t* base = reinterpret_cast<const uint32_t*>(addr & ~uintptr_t{3});
+  const uint32_t sh = static_cast<uint32_t>(addr & 3) * 8;  // 0 or 16
+  uint32_t w[5];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) w[k] = __ldg(base + k);
+  w[4] = __ldg(reinterpret_cast<const unsigned short*>(p + 14));
+#pragma unroll
+  for (int k = 0; k < 4; ++k) q[k] = __funnelshift_r(w[k], w[k + 1], sh);
+}
+
+// iq2_xxs_isum over groups 2s, 2s+1 against a lane's activation words.
+__device__ __forceinline__ int32_t iq2_xxs_isum_lane(const uint8_t* blk, const LaneAct64& act, const uint64_t* grid,
+                                                    int s) {
+  uint32_t q[4];
+  load_words4_align2(blk + 2 + 16 * s, q);  // BlockIq2Xxs: u16 d, u16 qs[32]; groups 2s, 2s+1 = qs[8s … 8s+7]
+  return iq2_xxs_group_isum(q[0], q[1], grid, act.w) + iq2_xxs_group_isum(q[2], q[3], grid, act.w + 8);
 }
 
 // q2_k_isums over sub-blocks [k0, k1) for a 4-byte aligned block: sub-block k's 16 quants are bits
@@ -100,6 +151,30 @@ __device__ __forceinline__ qref::KQuantIsums q2_k_isums(const BlockQ2_K& w, cons
     s.m += (w.scales[k] >> 4) * static_cast<int32_t>(a.bsums[k]);
   }
   return s;
+}
+
+// q2_k_isums over sub-blocks 4s … 4s+3 (one quarter: h = s / 2, bit planes 2j for j = 2(s mod 2),
+// 2(s mod 2) + 1) against a lane's activation words, for a 4-byte aligned block: its 32 bytes of qs are
+// loaded once for both planes.
+__device__ __forceinline__ qref::KQuantIsums q2_k_isums_lane(const BlockQ2_K& w, const LaneAct64& act, int s) {
+  qref::KQuantIsums r;
+  const int h = s / 2;
+  uint32_t q[8];
+  const uint32_t* q32 = reinterpret_cast<const uint32_t*>(w.qs + 32 * h);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) q[i] = q32[i];
+  const uint32_t sc4 = *reinterpret_cast<const uint32_t*>(w.scales + 4 * s);  // scales[4s … 4s+3]
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const int k = 4 * s + kk, j = (k / 2) % 4, half = k % 2;
+    int32_t sub = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sub = __dp4a(static_cast<int>((q[4 * half + i] >> (2 * j)) & 0x03030303u), act.w[4 * kk + i], sub);
+    const int32_t sc = static_cast<int32_t>((sc4 >> (8 * kk)) & 0xff);
+    r.sc += (sc & 15) * sub;
+    r.m += (sc >> 4) * act.bsums[kk];
+  }
+  return r;
 }
 
 }  // namespace dsv4::cuda::qdot
