@@ -44,19 +44,27 @@ std::string dims(const Tensor& t) {
 // --- activation quantizers ------------------------------------------------------------------------
 
 // One warp per activation block (matmul_types.cuh's quantize_block_warp): a decode row of 4096 is 128
-// (Q8_0) or 16 (Q8_K) warps. With u set, the element is swiglu_clamp(x[i], u[i], limit).
+// (Q8_0) or 16 (Q8_K) warps. With u set, the element is swiglu_clamp(x[i], u[i], limit). Two jobs per
+// launch (moe: x for the routed and the shared expert's formats, or the two swiglu rows): warps
+// [0, w0) job 0 in format F0, [w0, w0 + w1) job 1 in F1.
 template <ActFormat F>
-__global__ void act_quant_warp_kernel(const float* x, const float* u, float limit, int64_t x_stride, int64_t rows,
-                                      int64_t n, uint8_t* dst) {
+__device__ void act_quant_job_warp(const ActQuantJob& j, int64_t gw, int lane) {
+  constexpr int64_t kBlock = ActOps<F>::kBlock, kBytes = ActOps<F>::kBytes;
+  const int64_t per_row = j.n / kBlock;
+  const int64_t r = gw / per_row, b = gw % per_row;
+  quantize_block_warp<F>(j.g + r * j.x_stride, j.u != nullptr ? j.u + r * j.x_stride : nullptr, j.limit, b,
+                         static_cast<uint8_t*>(j.dst) + r * per_row * kBytes + b * kBytes, lane);
+}
+
+template <ActFormat F0, ActFormat F1>
+__global__ void act_quant_jobs_kernel(ActQuantJob j0, int64_t w0, ActQuantJob j1, int64_t w1) {
   wait_for_producer();
   const int lane = threadIdx.x & 31;
-  constexpr int64_t kBlock = ActOps<F>::kBlock, kBytes = ActOps<F>::kBytes;
-  const int64_t per_row = n / kBlock;
   const int64_t gw = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  if (gw >= rows * per_row) return;
-  const int64_t r = gw / per_row, b = gw % per_row;
-  quantize_block_warp<F>(x + r * x_stride, u != nullptr ? u + r * x_stride : nullptr, limit, b,
-                         dst + r * per_row * kBytes + b * kBytes, lane);
+  if (gw < w0)
+    act_quant_job_warp<F0>(j0, gw, lane);
+  else if (gw < w0 + w1)
+    act_quant_job_warp<F1>(j1, gw - w0, lane);
 }
 
 // --- products ----------------------------------------------------------------------------------------
@@ -321,20 +329,33 @@ Status check_product(TensorType type, int64_t n) {
 
 void enqueue_swiglu_act_quant(CudaBackend& be, ActFormat format, const float* g, const float* u, float limit,
                               int64_t x_stride, int64_t rows, int64_t n, void* dst) {
-  const int64_t items = rows * (n / act_block(format));  // blocks: one warp each
-  if (items <= 0 || format == ActFormat::kF32) return;
-  const auto grid = static_cast<unsigned>(blocks_for(items * 32, kThreads));
-  auto* out = static_cast<uint8_t*>(dst);
-  switch (format) {
-    case ActFormat::kQ8_0:
-      be.launch("act_quant_warp_kernel<Q8_0>", act_quant_warp_kernel<ActFormat::kQ8_0>, grid, kThreads, 0, g, u, limit,
-                x_stride, rows, n, out);
-      break;
-    case ActFormat::kQ8_K:
-      be.launch("act_quant_warp_kernel<Q8_K>", act_quant_warp_kernel<ActFormat::kQ8_K>, grid, kThreads, 0, g, u, limit,
-                x_stride, rows, n, out);
-      break;
-    default: return;
+  const ActQuantJob job{format, g, u, limit, x_stride, rows, n, dst};
+  enqueue_act_quant_jobs(be, std::span<const ActQuantJob>(&job, 1));
+}
+
+void enqueue_act_quant_jobs(CudaBackend& be, std::span<const ActQuantJob> jobs) {
+  for (size_t i = 0; i < jobs.size(); i += 2) {
+    ActQuantJob j0 = jobs[i], j1 = i + 1 < jobs.size() ? jobs[i + 1] : ActQuantJob{};
+    const auto blocks = [](const ActQuantJob& j) {
+      return j.format == ActFormat::kF32 || j.rows <= 0 ? int64_t{0} : j.rows * (j.n / act_block(j.format));
+    };
+    if (blocks(j0) == 0) std::swap(j0, j1);
+    const int64_t w0 = blocks(j0), w1 = blocks(j1);
+    if (w0 + w1 == 0) continue;
+    const auto grid = static_cast<unsigned>(blocks_for((w0 + w1) * 32, kThreads));
+    const bool q0 = j0.format == ActFormat::kQ8_0, q1 = w1 == 0 || j1.format == ActFormat::kQ8_0;
+    if (q0 && q1)
+      be.launch("act_quant_jobs_kernel<Q8_0,Q8_0>", act_quant_jobs_kernel<ActFormat::kQ8_0, ActFormat::kQ8_0>, grid,
+                kThreads, 0, j0, w0, j1, w1);
+    else if (q0)
+      be.launch("act_quant_jobs_kernel<Q8_0,Q8_K>", act_quant_jobs_kernel<ActFormat::kQ8_0, ActFormat::kQ8_K>, grid,
+                kThreads, 0, j0, w0, j1, w1);
+    else if (q1)
+      be.launch("act_quant_jobs_kernel<Q8_K,Q8_0>", act_quant_jobs_kernel<ActFormat::kQ8_K, ActFormat::kQ8_0>, grid,
+                kThreads, 0, j0, w0, j1, w1);
+    else
+      be.launch("act_quant_jobs_kernel<Q8_K,Q8_K>", act_quant_jobs_kernel<ActFormat::kQ8_K, ActFormat::kQ8_K>, grid,
+                kThreads, 0, j0, w0, j1, w1);
   }
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "backend/cuda/cuda_backend.cuh"
 #include "base/status.h"
@@ -48,6 +49,17 @@ void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_
 // and quantizing it (moe's step 3).
 void enqueue_swiglu_act_quant(CudaBackend& be, ActFormat format, const float* g, const float* u, float limit,
                               int64_t x_stride, int64_t rows, int64_t n, void* dst);
+// One quantization of enqueue_swiglu_act_quant (u null: plain rows g), as data.
+struct ActQuantJob {
+  ActFormat format = ActFormat::kF32;  // kF32: nothing to do
+  const float* g = nullptr;
+  const float* u = nullptr;
+  float limit = 0;
+  int64_t x_stride = 0, rows = 0, n = 0;
+  void* dst = nullptr;
+};
+// The jobs two per launch (independent rows: the same bits as one launch each).
+void enqueue_act_quant_jobs(CudaBackend& be, std::span<const ActQuantJob> jobs);
 
 // y[r·y_stride + o] = vec_dot(weight row o of product r, activation row r / act_div) for r < rows,
 // o < out. Weight row o of product r is at w + e(r)·expert_bytes + o·w_row_bytes, where

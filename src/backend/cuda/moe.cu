@@ -6,13 +6,15 @@
 //   ranking after the (k−1)-th: no sort, no scratch); the weight sum sequentially from 0 in slot order.
 // moe: the host never learns the routing (no sync): every (token t, slot k) pair is computed directly
 //   from ids[t][k] on the device.
-//     1. x quantized once per token to the gate's (and, if different, the up's) activation format;
+//     1. x quantized once per token to each activation format of the routed and shared gate/up (one
+//        launch for all of them);
 //     2. G/U [n·K][I]: gate/up rows of expert ids[t][k] against x[t] (the CPU's per-expert batches give
-//        the same bits: a product element depends only on its weight row and activation row);
-//     3. H = swiglu_clamp(G, U, limit_exp) quantized per pair to the down's format in one kernel (the
-//        quantizer reads swiglu_clamp of the two floats: the bits of storing H and quantizing it);
-//     4. Y [n·K][D]: down rows of expert ids[t][k] against H[pair];
-//     5. the shared expert the same per token (Gs, Us → Hs, Ys);
+//        the same bits: a product element depends only on its weight row and activation row); the
+//        shared expert's Gs/Us per token;
+//     3. H = swiglu_clamp(G, U, limit_exp) per pair and Hs = swiglu_clamp(Gs, Us, limit_sh) quantized to the
+//        downs' formats in one kernel (the quantizer reads swiglu_clamp of the two floats: the bits of
+//        storing H and quantizing it);
+//     4. Y [n·K][D]: down rows of expert ids[t][k] against H[pair]; 5. Ys the same for the shared expert;
 //     6. combine, one thread per (t, c): out = 0, then k ascending: w == 1 ? out + y : fma(w, y, out),
 //        then + ys (plain add).
 //   An expert id outside [0, E) makes its pair's rows NaN (the CPU reports out_of_range; here that
@@ -372,29 +374,29 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
   float* Us = reinterpret_cast<float*>(fs + 2 * g_bytes + y_bytes + gs_bytes);
   float* Ys = shared ? reinterpret_cast<float*>(fs + 2 * g_bytes + y_bytes + 2 * gs_bytes) : nullptr;
 
-  // 1. x quantized once per token and format, when a product needs it quantized.
-  bool x_done[4] = {false, false, false, false};
-  // The activation rows of x for a consumer of format f (quantizing them on first use).
+  // 1. x quantized once per token and format that a product needs (all of them in one launch).
+  ActQuantJob x_jobs[4];
+  for (int i = 0; i < n_xf; ++i) x_jobs[i] = ActQuantJob{x_formats[i], xd, nullptr, 0.0f, xs, n, D, as + x_off[i]};
+  enqueue_act_quant_jobs(*this, std::span<const ActQuantJob>(x_jobs, static_cast<size_t>(n_xf)));
+  // The activation rows of x for a consumer of format f.
   auto x_act = [&](ActFormat f, const void** act, int64_t* stride) {
-    *act = nullptr;
-    if (f == ActFormat::kF32) {
-      *act = xd;
-      *stride = x.nb[1];
-      return;
-    }
-    for (int i = 0; i < n_xf; ++i) {
-      if (x_formats[i] != f) continue;
-      if (!x_done[i]) enqueue_act_quant(*this, f, xd, xs, n, D, as + x_off[i]);
-      x_done[i] = true;
-      *act = as + x_off[i];
-    }
-    *stride = act_row_bytes(f, D);
+    *act = xd;
+    *stride = x.nb[1];
+    for (int i = 0; i < n_xf; ++i)
+      if (x_formats[i] == f) {
+        *act = as + x_off[i];
+        *stride = act_row_bytes(f, D);
+      }
   };
-  // Enqueues product a on the activation rows `quantized` gives (quantized, or for float weights plain).
   // (Products that quantized their own row — one copy per CTA — measured 0.73x the decode speed of one
   // quantization kernel before them on an H100, so every product reads a quantized row.)
-  auto submit = [&](ProductArgs a, auto&& quantized) {
-    quantized(&a.act, &a.act_stride);
+  auto submit = [&](ProductArgs a, const void* act, int64_t act_stride) {
+    a.act = act;
+    a.act_stride = act_stride;
+    enqueue_product(*this, a);
+  };
+  auto submit_x = [&](ProductArgs a, ActFormat f) {
+    x_act(f, &a.act, &a.act_stride);
     enqueue_product(*this, a);
   };
 
@@ -443,45 +445,53 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
     }
     return a;
   };
-  auto x_for = [&](ActFormat f) { return [&, f](const void** act, int64_t* stride) { x_act(f, act, stride); }; };
-  // h = swiglu_clamp(g, u, limit) ([rows][width]) for a product of format f: quantized into the scratch
-  // at h_at, or for float weights stored in place of g.
-  auto h_for = [&](ActFormat f, float* g, const float* u, float limit, int64_t rows, int64_t width, int64_t h_at) {
-    return [=, this](const void** act, int64_t* stride) {
-      if (f != ActFormat::kF32) {
-        enqueue_swiglu_act_quant(*this, f, g, u, limit, width, rows, width, as + h_at);
-        *act = as + h_at;
-        *stride = act_row_bytes(f, width);
-      } else {
-        if (rows * width > 0)
-          launch("swiglu_kernel", swiglu_kernel, grid_for(rows * width), kThreads, 0, g, u, rows * width, limit, g);
-        *act = g;
-        *stride = width * 4;
-      }
-    };
-  };
 
+  // 2. gate / up per pair (activation row t = pair / K), then the shared expert's per token.
   if (nk > 0) {
-    // 2. gate / up per pair (activation row t = pair / K).
     if (pair_ok(m.gate_exps, m.up_exps)) {  // gate and up in one launch
-      submit(routed(m.gate_exps, D, I, K, G, &m.up_exps, U), x_for(fg));
+      submit_x(routed(m.gate_exps, D, I, K, G, &m.up_exps, U), fg);
     } else {
-      submit(routed(m.gate_exps, D, I, K, G), x_for(fg));
-      submit(routed(m.up_exps, D, I, K, U), x_for(fu));
+      submit_x(routed(m.gate_exps, D, I, K, G), fg);
+      submit_x(routed(m.up_exps, D, I, K, U), fu);
     }
-    // 3-4. down per pair of h = swiglu_clamp(G, U) (quantized with it in one kernel).
-    submit(routed(m.down_exps, I, D, 1, Y), h_for(fd, G, U, m.limit_exp, nk, I, h_off));
   }
   if (shared) {
-    // 5. the shared expert per token.
     if (pair_ok(m.gate_sh, m.up_sh)) {
-      submit(dense(m.gate_sh, D, Is, Gs, &m.up_sh, Us), x_for(fgs));
+      submit_x(dense(m.gate_sh, D, Is, Gs, &m.up_sh, Us), fgs);
     } else {
-      submit(dense(m.gate_sh, D, Is, Gs), x_for(fgs));
-      submit(dense(m.up_sh, D, Is, Us), x_for(fus));
+      submit_x(dense(m.gate_sh, D, Is, Gs), fgs);
+      submit_x(dense(m.up_sh, D, Is, Us), fus);
     }
-    submit(dense(m.down_sh, Is, D, Ys), h_for(fds, Gs, Us, m.limit_sh, n, Is, hs_off));
   }
+
+  // 3. h = swiglu_clamp(g, u, limit) for the pairs ([nk][I]) and the shared expert ([n][Is]), quantized for
+  // their down products in one launch without storing h (the bits of storing h and quantizing it); for
+  // float down weights stored in place of g.
+  ActQuantJob h_jobs[2];
+  int n_hj = 0;
+  const auto h_rows = [&](ActFormat f, float* g, const float* u, float limit, int64_t rows, int64_t width, int64_t h_at,
+                          const void** act, int64_t* stride) {
+    if (f != ActFormat::kF32) {
+      h_jobs[n_hj++] = ActQuantJob{f, g, u, limit, width, rows, width, as + h_at};
+      *act = as + h_at;
+      *stride = act_row_bytes(f, width);
+    } else {
+      if (rows * width > 0)
+        launch("swiglu_kernel", swiglu_kernel, grid_for(rows * width), kThreads, 0, g, u, rows * width, limit, g);
+      *act = g;
+      *stride = width * 4;
+    }
+  };
+  const void* h_act = nullptr;
+  const void* hs_act = nullptr;
+  int64_t h_stride = 0, hs_stride = 0;
+  if (nk > 0) h_rows(fd, G, U, m.limit_exp, nk, I, h_off, &h_act, &h_stride);
+  if (shared) h_rows(fds, Gs, Us, m.limit_sh, n, Is, hs_off, &hs_act, &hs_stride);
+  enqueue_act_quant_jobs(*this, std::span<const ActQuantJob>(h_jobs, static_cast<size_t>(n_hj)));
+
+  // 4-5. down per pair and for the shared expert.
+  if (nk > 0) submit(routed(m.down_exps, I, D, 1, Y), h_act, h_stride);
+  if (shared) submit(dense(m.down_sh, Is, D, Ys), hs_act, hs_stride);
   // 6. combine.
   CombineK c;
   c.y = Y;
