@@ -47,6 +47,46 @@ __global__ void rms_norm_kernel(const void* x, int64_t x_nb, const float* w, flo
     rowops::warp_rms_norm_row(row_ptr<float>(x, x_nb, r), n, w, eps, row_ptr<float>(y, y_nb, r), lane);
 }
 
+// Rows of n ≤ 32·kRmsRegs floats (decode's c_q norm: 1024), a warp per row, the row in registers: the
+// lane's weights are loaded before wait_for_producer() (weights: never written by a step), its kRmsRegs
+// elements of x all in flight at once after it and kept for the scale — one memory latency instead of
+// rms_norm_kernel's eight (four batches of the chain, four of the scale: 7.6 µs for one 1024-float row on
+// an H100). The same chains (lane l: fma over i = l, l + 32, … < n in order), tree and scale as
+// warp_rms_norm_row. y may alias x (a lane loads all its elements before it stores).
+constexpr int kRmsRegs = 32;
+
+__global__ void rms_norm_regs_kernel(const void* x, int64_t x_nb, const float* w, float eps, void* y, int64_t y_nb,
+                                     int64_t rows, int64_t n) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  float wv[kRmsRegs];
+#pragma unroll
+  for (int k = 0; k < kRmsRegs; ++k) {
+    const int64_t i = lane + 32 * k;
+    wv[k] = w != nullptr && i < n ? w[i] : 1.0f;
+  }
+  wait_for_producer();
+  if (r >= rows) return;
+  const float* xr = row_ptr<float>(x, x_nb, r);
+  float xv[kRmsRegs];
+#pragma unroll
+  for (int k = 0; k < kRmsRegs; ++k) {
+    const int64_t i = lane + 32 * k;
+    xv[k] = i < n ? xr[i] : 0.0f;
+  }
+  float p = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kRmsRegs; ++k)
+    if (lane + 32 * k < n) p = hd::fma(xv[k], xv[k], p);
+  const float inv = rowops::rms_inverse(rowops::warp_tree(p), n, eps);
+  float* yr = row_ptr<float>(y, y_nb, r);
+#pragma unroll
+  for (int k = 0; k < kRmsRegs; ++k) {
+    const int64_t i = lane + 32 * k;
+    if (i < n) yr[i] = w != nullptr ? (xv[k] * inv) * wv[k] : xv[k] * inv;
+  }
+}
+
 // One CTA per long row (n ≥ kRmsBlockMin). The row streams through two shared-memory stages of
 // kRmsStage floats: while warp 0 runs warp_dot32's lane chains over one stage (lane l: elements
 // l, l+32, … in order, so the bits of warp_rms_norm_row), the other warps load the next, each thread
@@ -232,6 +272,79 @@ __global__ void rms_norm_rope_kernel(void* x, int64_t x_nb, const float* w, floa
   }
 }
 
+// rms_norm_rope_kernel for rows of n ≤ 32·kRmsRegs floats with n_rot ≤ 64·kRopeRegs (DS4: 512 and 64):
+// the row in registers (one memory latency, as rms_norm_regs_kernel), and what reads nothing a producer
+// writes — the lane's weights and the (c, s) of its pairs at the warp's first row's position (det::sincos
+// in double) — before wait_for_producer(); a later row at another position recomputes them. Same
+// chains, tree, scale and rope_pair bits as rms_norm_rope_kernel.
+constexpr int kRopeRegs = 2;
+
+__global__ void rms_norm_rope_regs_kernel(void* x, int64_t x_nb, const float* w, float eps, int64_t rows, int64_t n,
+                                          int64_t rows_per_pos, int64_t p0, int64_t n_rot, const float* freqs) {
+  extern __shared__ float tails[];
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  float* tail = tails + static_cast<int64_t>(warp) * n_rot;
+  const int64_t n_keep = n - n_rot, half = n_rot / 2;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  float wv[kRmsRegs];
+#pragma unroll
+  for (int k = 0; k < kRmsRegs; ++k) {
+    const int64_t i = lane + 32 * k;
+    wv[k] = w != nullptr && i < n ? w[i] : 1.0f;
+  }
+  float cs_c[kRopeRegs], cs_s[kRopeRegs];
+  int64_t cs_pos = p0 + r0 / rows_per_pos;
+  const auto compute_cs = [&](int64_t pos) {
+#pragma unroll
+    for (int j = 0; j < kRopeRegs; ++j) {
+      const int64_t k = lane + 32 * j;
+      if (k < half) rowops::rope_cs(pos, freqs[k], false, cs_c[j], cs_s[j]);
+    }
+  };
+  compute_cs(cs_pos);
+  wait_for_producer();
+  for (int64_t r = r0; r < rows; r += warps) {
+    float* xr = row_ptr<float>(x, x_nb, r);
+    float xv[kRmsRegs];
+#pragma unroll
+    for (int k = 0; k < kRmsRegs; ++k) {
+      const int64_t i = lane + 32 * k;
+      xv[k] = i < n ? xr[i] : 0.0f;
+    }
+    float p = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kRmsRegs; ++k)
+      if (lane + 32 * k < n) p = hd::fma(xv[k], xv[k], p);
+    const float inv = rowops::rms_inverse(rowops::warp_tree(p), n, eps);
+#pragma unroll
+    for (int k = 0; k < kRmsRegs; ++k) {
+      const int64_t i = lane + 32 * k;
+      if (i >= n) continue;
+      const float y = w != nullptr ? (xv[k] * inv) * wv[k] : xv[k] * inv;
+      if (i < n_keep)
+        xr[i] = y;
+      else
+        tail[i - n_keep] = y;
+    }
+    __syncwarp();
+    const int64_t pos = p0 + r / rows_per_pos;
+    if (pos != cs_pos) {
+      cs_pos = pos;
+      compute_cs(pos);
+    }
+#pragma unroll
+    for (int j = 0; j < kRopeRegs; ++j) {
+      const int64_t k = lane + 32 * j;
+      if (k >= half) continue;
+      rowops::rope_rotate(tail, k, cs_c[j], cs_s[j]);
+      xr[n_keep + 2 * k] = tail[2 * k];
+      xr[n_keep + 2 * k + 1] = tail[2 * k + 1];
+    }
+    __syncwarp();  // the slice is the next row's
+  }
+}
+
 // --- HC -------------------------------------------------------------------------------------------
 
 // pre/post and the Sinkhorn of token t (one thread each).
@@ -357,6 +470,11 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Te
            y.data, y.nb[1], rows, n);
     return;
   }
+  if (n <= 32 * kRmsRegs) {
+    launch("rms_norm_regs_kernel", rms_norm_regs_kernel, grid_for(rows, kWarpsPerBlock), kThreads, 0, x.data, x.nb[1],
+           wp, eps, y.data, y.nb[1], rows, n);
+    return;
+  }
   launch("rms_norm_kernel", rms_norm_kernel, grid_for(rows, kWarpsPerBlock), kThreads, 0, x.data, x.nb[1], wp, eps,
          y.data, y.nb[1], rows, n);
 }
@@ -392,6 +510,12 @@ void CudaBackend::rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int
     return;
   }
   const size_t smem = static_cast<size_t>(kWarpsPerBlock * n_rot) * sizeof(float);
+  if (n <= 32 * kRmsRegs && n_rot <= 64 * kRopeRegs) {
+    launch("rms_norm_rope_regs_kernel", rms_norm_rope_regs_kernel, grid_for(rows, kWarpsPerBlock), kThreads, smem,
+           x.data, x.nb[1], w.valid() ? static_cast<const float*>(w.data) : nullptr, eps, rows, n, rows_per_pos, p0,
+           n_rot, static_cast<const float*>(freqs.data));
+    return;
+  }
   launch("rms_norm_rope_kernel", rms_norm_rope_kernel, grid_for(rows, kWarpsPerBlock), kThreads, smem, x.data, x.nb[1],
          w.valid() ? static_cast<const float*>(w.data) : nullptr, eps, rows, n, rows_per_pos, p0, n_rot,
          static_cast<const float*>(freqs.data));

@@ -144,15 +144,24 @@ __device__ __forceinline__ void warp_rms_norm_row(const float* x, int64_t n, con
 
 // RoPE pair k of the rotated tail t (the row's trailing n_rot floats) at position pos:
 // angle = (float)pos · freq (f32), c, s = det::sincos in double rounded to f32, inverse: s = −s.
-__device__ __forceinline__ void rope_pair(float* t, int64_t k, int64_t pos, float freq, bool inverse) {
+// rope_cs computes (c, s) alone (it reads nothing a producer writes: callers hoist it before
+// wait_for_producer()), rope_rotate applies them.
+__device__ __forceinline__ void rope_cs(int64_t pos, float freq, bool inverse, float& c, float& s) {
   const float angle = static_cast<float>(pos) * freq;
   double sd, cd;
   det::sincos(static_cast<double>(angle), &sd, &cd);
-  const float c = static_cast<float>(cd);
-  const float s = inverse ? -static_cast<float>(sd) : static_cast<float>(sd);
+  c = static_cast<float>(cd);
+  s = inverse ? -static_cast<float>(sd) : static_cast<float>(sd);
+}
+__device__ __forceinline__ void rope_rotate(float* t, int64_t k, float c, float s) {
   const float x0 = t[2 * k], x1 = t[2 * k + 1];
   t[2 * k] = x0 * c - x1 * s;
   t[2 * k + 1] = x0 * s + x1 * c;
+}
+__device__ __forceinline__ void rope_pair(float* t, int64_t k, int64_t pos, float freq, bool inverse) {
+  float c, s;
+  rope_cs(pos, freq, inverse, c, s);
+  rope_rotate(t, k, c, s);
 }
 
 // A running max that a NaN v never replaces (std::max(m, v)).
