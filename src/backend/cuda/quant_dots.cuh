@@ -22,16 +22,31 @@
 
 namespace dsv4::cuda::qdot {
 
-// Σ_{i<32} w.qs[i]·a.qs[i] (dot_block_q8_0's isum).
+// N little-endian words from a 2-byte aligned address in any memory space (a Q8_0 block in a warp's
+// shared-memory stage): N aligned 32-bit loads from the word at or below p, the 16 bits at p + 4N − 2
+// and funnel shifts by 0 or 16 bits — no byte outside [p − 2, p + 4N) is read. (Pointer arithmetic, not
+// an integer cast, so that the compiler keeps the loads in the pointer's own space.)
+template <int N>
+__device__ __forceinline__ void load_words_align2(const uint8_t* p, uint32_t (&q)[N]) {
+  const uint32_t sh = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) & 3) * 8;  // 0 or 16
+  const uint32_t* base = reinterpret_cast<const uint32_t*>(p - (sh >> 3));
+  uint32_t w[N + 1];
+#pragma unroll
+  for (int k = 0; k < N; ++k) w[k] = base[k];
+  w[N] = *reinterpret_cast<const uint16_t*>(p + 4 * N - 2);
+#pragma unroll
+  for (int k = 0; k < N; ++k) q[k] = __funnelshift_r(w[k], w[k + 1], sh);
+}
+
+// Σ_{i<32} w.qs[i]·a.qs[i] (dot_block_q8_0's isum): the 32 weight bytes (2-byte aligned: a block is 34
+// bytes) by eight 32-bit loads and a 16-bit one, not sixteen 16-bit loads.
 __device__ __forceinline__ int32_t q8_0_isum(const uint8_t* wblk, const BlockQ8_0Act& a) {
-  const uint16_t* q16 = reinterpret_cast<const uint16_t*>(wblk + 2);  // BlockQ8_0: u16 d, i8 qs[32]
+  uint32_t q[8];
+  load_words_align2<8>(wblk + 2, q);  // BlockQ8_0: u16 d, i8 qs[32]
   const int* a32 = reinterpret_cast<const int*>(a.qs);
   int32_t s = 0;
 #pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    const uint32_t w = static_cast<uint32_t>(q16[2 * k]) | (static_cast<uint32_t>(q16[2 * k + 1]) << 16);
-    s = __dp4a(static_cast<int>(w), a32[k], s);
-  }
+  for (int k = 0; k < 8; ++k) s = __dp4a(static_cast<int>(q[k]), a32[k], s);
   return s;
 }
 
