@@ -246,8 +246,9 @@ inline __m256 block_scales(const BlockIq2Xxs* wb, int count) {
 
 // Chunk t (super-blocks b .. b + count − 1) of nr rows against its prepared activation side: per row,
 // the fields of its count blocks first, then their dots (lane j of the chunk's sum = block j's isum).
-__attribute__((always_inline)) inline void rows_chunk(const void* w, int64_t w_stride, int64_t b, int count, int64_t t, const ActChunk& a, int nr,
-                       __m256 (*acc)[4], const RowConsts& c) {
+// Inlined into its callers: out of line, GCC reads the pinned constants from memory at every use.
+__attribute__((always_inline)) inline void rows_chunk(const void* w, int64_t w_stride, int64_t b, int count, int64_t t,
+                                                      const ActChunk& a, int nr, __m256 (*acc)[4], const RowConsts& c) {
   const __m256 dx = _mm256_load_ps(a.dx);
   alignas(32) __m256i fields[kChunk][2];
   alignas(32) __m256i p[kChunk];
