@@ -7,15 +7,22 @@
 // (s = 8), 128-bit halves (s = 4), then s = 2 and s = 1 — Partials32::reduce's tree.
 //
 // Integer dot (exact) per 32-group. The activation side of a chunk is prepared once and shared by
-// every row of a vec_dot_rows call: xa = |q8| (u8, <= 128) and bm = (q8 < 0 ? 0 : 1 << (i % 8)).
+// every row of a vec_dot_rows call: qc = q8 (int8, in [−127, 127]), and for the exact fallback xa =
+// |q8| (u8, <= 128) and bm = (q8 < 0 ? 0 : 1 << (i % 8)), plus a mask of the blocks holding a −128.
 // The weight side, per super-block: the eight groups' sign fields become ksigns bytes in-register
-// (7-bit fields spread to bytes, parity in bit 7; no table loads) and the (2·ls + 1) factors words;
-// per group one vpshufb spreads its four sign bytes over the 32 positions, t = that & (1 << (i % 8)),
-// and cmpeq(t, bm) is 0xff exactly where grid·sign·q8 is negative (weight sign XOR activation sign).
-// The grid magnitudes (u8 <= 43) come from four 64-bit loads (broadcasts + blends, no shuffle port)
-// and get that sign: b = vpsignb(grid, m | 1). vpmaddubsw(xa, b) = exact int16 pair sums of
-// signed_grid · q8 (|.| <= 2·128·43 = 11008, q8 = −128 exact since |q8| is the unsigned operand);
-// vpmaddwd with (2·ls + 1) -> int32.
+// (7-bit fields spread to bytes by adding masked copies, parity in bit 7 by a nibble-parity vpshufb;
+// no table loads) and the (2·ls + 1) factors words — for all blocks of a chunk's row first (a pass of
+// its own, stored, so that their dependency chains overlap the previous blocks' dots) — then per group
+// one vpshufb spreads its four sign bytes over the 32 positions and t = that & (1 << (i % 8)).
+// Fast path (no −128 in the block): y = t + kadd, kadd = 0x80 − (1 << j) for bit j < 7 and 1 for
+// j = 7, is negative exactly where the weight is negative and never 0, so q = vpsignb(qc, y) is
+// weight sign · q8 (|q| <= 127), and vpmaddubsw(grid, q) with the grid magnitudes (u8 <= 43; four
+// 64-bit loads, broadcasts + blends) = exact int16 pair sums (|.| <= 2·43·127 = 10922).
+// Exact path (a block whose activation holds a −128, which −q8 cannot represent; real Q8_K rows never
+// do: −128 only for a NaN input): cmpeq(t, bm) is 0xff exactly where grid·sign·q8 is negative (weight
+// sign XOR activation sign), b = vpsignb(grid, m | 1) and vpmaddubsw(xa, b) (|.| <= 2·128·43 = 11008,
+// q8 = −128 exact since |q8| is the unsigned operand). Either way vpmaddwd with (2·ls + 1) -> int32:
+// the same integer sums, so the same bits.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -35,10 +42,12 @@ constexpr int kChunk = 8;
 // The activation side of one chunk: per super-block and group, |q8| and the sign-compare pattern
 // (the row kernels), and q8 + 128 as unsigned bytes (the tile kernel's vpmaddubsw operand).
 struct alignas(32) ActChunk {
+  __m256i qc[kChunk][8];  // q8 (no −128 in a block whose bit of exact is clear)
   __m256i xa[kChunk][8];
   __m256i bm[kChunk][8];
   __m256i xu[kChunk][8];
   float dx[kChunk];
+  uint32_t exact;  // bit k: block k holds a −128 (its row dots take the exact path)
 };
 
 // Constants in memory (GCC otherwise rebuilds 64-bit patterns in registers at every use).
@@ -63,14 +72,19 @@ inline __m256i bit_pattern() { return load_const(kConsts.bits); }
 
 // with_xu: also fill a.xu (the tile kernel's operand; the row kernels never read it).
 inline void prep_act(const BlockQ8_K* x, int count, ActChunk& a, bool with_xu) {
-  const __m256i bits = bit_pattern();
+  const __m256i bits = bit_pattern(), m128 = _mm256_set1_epi8(static_cast<char>(0x80));
+  a.exact = 0;
   for (int k = 0; k < count; ++k) {
+    __m256i any = _mm256_setzero_si256();
     for (int g = 0; g < 8; ++g) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k].qs + 32 * g));
+      a.qc[k][g] = q;
+      any = _mm256_or_si256(any, _mm256_cmpeq_epi8(q, m128));
       a.xa[k][g] = _mm256_abs_epi8(q);
       if (with_xu) a.xu[k][g] = _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));  // q8 + 128
       a.bm[k][g] = _mm256_andnot_si256(_mm256_cmpgt_epi8(_mm256_setzero_si256(), q), bits);
     }
+    if (!_mm256_testz_si256(any, any)) a.exact |= 1u << k;
     a.dx[k] = x[k].d;
   }
   for (int k = count; k < kChunk; ++k) a.dx[k] = 0.0f;
@@ -127,31 +141,85 @@ __attribute__((always_inline)) inline __m256i group_scale(__m256i ss, int k) {
   }
 }
 
-// 8 int32 partial sums of one super-block's integer dot against the prepared activation block.
-__attribute__((always_inline)) inline __m256i block_dot(const BlockIq2Xxs& w, const __m256i* xa, const __m256i* bm) {
+// ---- row kernels: constants pinned once per call, the weight fields of a chunk's row in a pass of their own ----
+
+// The row kernels' constants, made opaque once per call (an empty asm) so that GCC keeps them in
+// registers (or reads them as memory operands) instead of rebuilding them per block.
+struct RowConsts {
+  __m256i bits, kadd, one, spread[4];   // per group
+  __m256i low28, up7, up15, up23, ptab, lo4;  // per block (fields)
+  RowConsts() {
+    alignas(32) uint8_t kadd_b[32], ptab_b[32];
+    for (int i = 0; i < 32; ++i) {
+      kadd_b[i] = static_cast<uint8_t>(i % 8 < 7 ? 0x80 - (1 << (i % 8)) : 1);
+      ptab_b[i] = static_cast<uint8_t>(__builtin_popcount(i % 16) & 1 ? 0x80 : 0);  // nibble parity -> bit 7
+    }
+    bits = bit_pattern();
+    one = load_const(kConsts.one);
+    kadd = _mm256_load_si256(reinterpret_cast<const __m256i*>(kadd_b));
+    for (int k = 0; k < 4; ++k) spread[k] = load_const(kConsts.spread[k]);
+    low28 = _mm256_set1_epi32(0x0fffffff);
+    up7 = _mm256_set1_epi32(static_cast<int>(0xffffff80u));
+    up15 = _mm256_set1_epi32(static_cast<int>(0xffff8000u));
+    up23 = _mm256_set1_epi32(static_cast<int>(0xff800000u));
+    ptab = _mm256_load_si256(reinterpret_cast<const __m256i*>(ptab_b));
+    lo4 = _mm256_set1_epi8(0x0f);
+    __asm__("" : "+x"(bits), "+x"(kadd), "+x"(one), "+x"(spread[0]), "+x"(spread[1]), "+x"(spread[2]), "+x"(spread[3]));
+    __asm__("" : "+x"(low28), "+x"(up7), "+x"(up15), "+x"(up23), "+x"(ptab), "+x"(lo4));
+  }
+};
+
+// One block's sign bytes (ksigns_iq2xs: 7-bit fields spread to bytes, parity in bit 7) and (2·ls + 1)
+// words (both 16-bit halves of each dword), dword order [groups 0, 1, 4, 5 | 2, 3, 6, 7] (kPos), stored:
+// f[0] = signs, f[1] = scales. x + (x & m) moves the bits under m up by one, so three such steps put
+// the fields at bytes 0-3 (ls dropped first); the parity is that of the two nibbles (a vpshufb each).
+__attribute__((always_inline)) inline void row_fields(const BlockIq2Xxs& w, const RowConsts& c, __m256i* f) {
   const uint8_t* qs = reinterpret_cast<const uint8_t*>(w.qs);
-  const BlockFields f = block_fields(qs);
-  const __m256i bits = bit_pattern(), one = load_const(kConsts.one);
+  const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));       // groups 0-3
+  const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32));  // groups 4-7
+  const __m256i a1 = _mm256_castps_si256(
+      _mm256_shuffle_ps(_mm256_castsi256_ps(v0), _mm256_castsi256_ps(v1), _MM_SHUFFLE(3, 1, 3, 1)));
+  __m256i x = _mm256_and_si256(a1, c.low28);
+  x = _mm256_add_epi32(x, _mm256_and_si256(x, c.up7));
+  x = _mm256_add_epi32(x, _mm256_and_si256(x, c.up15));
+  x = _mm256_add_epi32(x, _mm256_and_si256(x, c.up23));
+  const __m256i par = _mm256_xor_si256(_mm256_shuffle_epi8(c.ptab, _mm256_and_si256(x, c.lo4)),
+                                       _mm256_shuffle_epi8(c.ptab, _mm256_and_si256(_mm256_srli_epi16(x, 4), c.lo4)));
+  __m256i sc = _mm256_or_si256(_mm256_srli_epi32(a1, 27), _mm256_set1_epi32(1));
+  sc = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+  _mm256_store_si256(f, _mm256_or_si256(x, par));
+  _mm256_store_si256(f + 1, sc);
+}
+
+// 128-bit half h of a stored vector, in both lanes (a broadcast load: no shuffle uop).
+inline __m256i lane_bcast(const __m256i* p, int h) {
+  return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(p) + h));
+}
+
+// 8 int32 partial sums of one super-block's integer dot (row_fields f) against activation block k of
+// a chunk; Exact: the −128-safe form (the header's exact path).
+template <bool Exact>
+__attribute__((always_inline)) inline __m256i row_block_dot(const BlockIq2Xxs& w, const __m256i* f, const ActChunk& a,
+                                                            int kb, const RowConsts& c) {
+  const uint8_t* qs = reinterpret_cast<const uint8_t*>(w.qs);
+  const __m256i sx[2] = {lane_bcast(f, 0), lane_bcast(f, 1)};
+  const __m256i ss[2] = {lane_bcast(f + 1, 0), lane_bcast(f + 1, 1)};
   __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int g = 0; g < 8; ++g) {
     const int half = (g >> 1) & 1, k = kPos[g];
     const __m256i gv = grid4(qs + 8 * g);
-    const __m256i sb = _mm256_shuffle_epi8(f.sx[half], load_const(kConsts.spread[k]));
-    const __m256i m = _mm256_cmpeq_epi8(_mm256_and_si256(sb, bits), _mm256_load_si256(bm + g));
-    const __m256i b = _mm256_sign_epi8(gv, _mm256_or_si256(m, one));
-    const __m256i d = _mm256_maddubs_epi16(_mm256_load_si256(xa + g), b);
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(d, group_scale(f.ss[half], k)));
+    const __m256i t = _mm256_and_si256(_mm256_shuffle_epi8(sx[half], c.spread[k]), c.bits);
+    __m256i d;
+    if constexpr (Exact) {
+      const __m256i m = _mm256_cmpeq_epi8(t, _mm256_load_si256(&a.bm[kb][g]));
+      d = _mm256_maddubs_epi16(_mm256_load_si256(&a.xa[kb][g]), _mm256_sign_epi8(gv, _mm256_or_si256(m, c.one)));
+    } else {
+      d = _mm256_maddubs_epi16(gv, _mm256_sign_epi8(_mm256_load_si256(&a.qc[kb][g]), _mm256_add_epi8(t, c.kadd)));
+    }
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(d, group_scale(ss[half], k)));
   }
   return acc;
-}
-
-// Lane j = exact int dot of block j for the count (<= 8) valid blocks, 0 elsewhere.
-inline __m256i chunk_isums(const BlockIq2Xxs* w, const ActChunk& act, int count) {
-  __m256i p[8];
-#pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k) p[k] = k < count ? block_dot(w[k], act.xa[k], act.bm[k]) : _mm256_setzero_si256();
-  return sum_lanes8_avx2(p);
 }
 
 // The f32 step of one chunk (iq2_xxs.h's order): lane j += ((d_w · d_x) · (float)isum) · 0.125f for the
@@ -176,15 +244,26 @@ inline __m256 block_scales(const BlockIq2Xxs* wb, int count) {
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
 }
 
-// Chunk t (super-blocks b .. b + count − 1) of nr rows against its prepared activation side.
-inline void rows_chunk(const void* w, int64_t w_stride, int64_t b, int count, int64_t t, const ActChunk& a, int nr,
-                       __m256 (*acc)[4]) {
+// Chunk t (super-blocks b .. b + count − 1) of nr rows against its prepared activation side: per row,
+// the fields of its count blocks first, then their dots (lane j of the chunk's sum = block j's isum).
+// Inlined into its callers: out of line, GCC reads the pinned constants from memory at every use.
+__attribute__((always_inline)) inline void rows_chunk(const void* w, int64_t w_stride, int64_t b, int count, int64_t t,
+                                                      const ActChunk& a, int nr, __m256 (*acc)[4], const RowConsts& c) {
   const __m256 dx = _mm256_load_ps(a.dx);
+  alignas(32) __m256i fields[kChunk][2];
+  alignas(32) __m256i p[kChunk];
+  if (count < kChunk)
+    for (auto& v : p) v = _mm256_setzero_si256();
   for (int r = 0; r < nr; ++r) {
     const auto* wb = reinterpret_cast<const BlockIq2Xxs*>(static_cast<const uint8_t*>(w) + r * w_stride) + b;
     prefetch_ahead(wb, count * static_cast<int64_t>(sizeof(BlockIq2Xxs)));  // stream_prefetch.h
-    const __m256 dw = block_scales(wb, count);
-    add_chunk(dw, dx, chunk_isums(wb, a, count), count, acc[r][t & 3]);
+#pragma GCC unroll 1
+    for (int k = 0; k < count; ++k) row_fields(wb[k], c, fields[k]);
+#pragma GCC unroll 1
+    for (int k = 0; k < count; ++k)
+      p[k] = (a.exact >> k) & 1 ? row_block_dot<true>(wb[k], fields[k], a, k, c)
+                                : row_block_dot<false>(wb[k], fields[k], a, k, c);
+    add_chunk(block_scales(wb, count), dx, sum_lanes8_avx2(p), count, acc[r][t & 3]);
   }
 }
 
@@ -194,12 +273,13 @@ void dot_rows(int64_t n, const void* w, int64_t w_stride, const void* act, int n
   __m256 acc[4][4];
   for (auto& r : acc)
     for (auto& v : r) v = _mm256_setzero_ps();
+  const RowConsts c;
   ActChunk a;
   int64_t t = 0;
   for (int64_t b = 0; b < nb; b += kChunk, ++t) {
     const int count = nb - b >= kChunk ? kChunk : static_cast<int>(nb - b);
     prep_act(xb + b, count, a, false);
-    rows_chunk(w, w_stride, b, count, t, a, nr, acc);
+    rows_chunk(w, w_stride, b, count, t, a, nr, acc, c);
   }
   for (int r = 0; r < nr; ++r) out[r] = reduce_partials32_avx2(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
 }
@@ -210,9 +290,10 @@ void dot_rows_prepared(int64_t n, const void* w, int64_t w_stride, const void* p
   __m256 acc[4][4];
   for (auto& r : acc)
     for (auto& v : r) v = _mm256_setzero_ps();
+  const RowConsts c;
   int64_t t = 0;
   for (int64_t b = 0; b < nb; b += kChunk, ++t)
-    rows_chunk(w, w_stride, b, nb - b >= kChunk ? kChunk : static_cast<int>(nb - b), t, chunks[t], nr, acc);
+    rows_chunk(w, w_stride, b, nb - b >= kChunk ? kChunk : static_cast<int>(nb - b), t, chunks[t], nr, acc, c);
   for (int r = 0; r < nr; ++r) out[r] = reduce_partials32_avx2(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
 }
 
