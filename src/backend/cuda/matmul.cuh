@@ -49,6 +49,15 @@ void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_
 // and quantizing it (moe's step 3).
 void enqueue_swiglu_act_quant(CudaBackend& be, ActFormat format, const float* g, const float* u, float limit,
                               int64_t x_stride, int64_t rows, int64_t n, void* dst);
+// Producer side of the backend's twins (cuda_backend.cuh QuantTwin): replaces them with one per distinct
+// quantized format among `consumers` (at most kMaxTwins) for the float rows y [rows][n], scratch grown for
+// the reserved step; only formats whose block divides `unit` (the producer quantizes whole blocks of its
+// units of columns). Returns how many; the producer's kernel must then write each twin's rows (format,
+// act) in the same launch sequence, inside a TwinScope. 0 when no consumer reads y quantized.
+int plan_quant_twins(CudaBackend& be, const backend::Tensor& y, const backend::MatmulConsumers& consumers, int64_t unit);
+// Consumer side: the twin of x (the same rows, length and stride) in format f, or null.
+const CudaBackend::QuantTwin* find_quant_twin(const CudaBackend& be, const backend::Tensor& x, ActFormat f);
+
 // One quantization of enqueue_swiglu_act_quant (u null: plain rows g), as data.
 struct ActQuantJob {
   ActFormat format = ActFormat::kF32;  // kF32: nothing to do
