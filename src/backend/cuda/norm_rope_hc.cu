@@ -61,6 +61,32 @@ __global__ void rms_norm_kernel(const void* x, int64_t x_nb, const float* w, flo
 // CTA's warps quantize the blocks of its rows into the twins — no quantization kernel before the matmuls.
 constexpr int kRmsRegs = 32;
 
+// The lane's weights of a row of n ≤ 32·kRmsRegs (element lane + 32k; 1 past n or without w): weights,
+// so the kernels read them before wait_for_producer().
+__device__ __forceinline__ void lane_row_weights(const float* w, int64_t n, int lane, float (&wv)[kRmsRegs]) {
+#pragma unroll
+  for (int k = 0; k < kRmsRegs; ++k) {
+    const int64_t i = lane + 32 * k;
+    wv[k] = w != nullptr && i < n ? w[i] : 1.0f;
+  }
+}
+
+// The lane's elements of row xr (0 past n), all loads in flight at once, and the row's rms_norm inverse:
+// lane l's fma chain over its elements in order, then the tree (warp_dot32's bits).
+__device__ __forceinline__ float lane_row_inverse(const float* xr, int64_t n, float eps, int lane,
+                                                  float (&xv)[kRmsRegs]) {
+#pragma unroll
+  for (int k = 0; k < kRmsRegs; ++k) {
+    const int64_t i = lane + 32 * k;
+    xv[k] = i < n ? xr[i] : 0.0f;
+  }
+  float p = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kRmsRegs; ++k)
+    if (lane + 32 * k < n) p = hd::fma(xv[k], xv[k], p);
+  return rowops::rms_inverse(rowops::warp_tree(p), n, eps);
+}
+
 // rms_norm_for's quantized copies of y (the backend's twins, matmul.cuh plan_quant_twins): row r of twin
 // i at dst[i] + r·row_bytes[i] in format[i].
 struct NormQuant {
@@ -90,25 +116,11 @@ __global__ void rms_norm_regs_kernel(const void* x, int64_t x_nb, const float* w
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int64_t r_first = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock, r = r_first + warp;
   float wv[kRmsRegs];
-#pragma unroll
-  for (int k = 0; k < kRmsRegs; ++k) {
-    const int64_t i = lane + 32 * k;
-    wv[k] = w != nullptr && i < n ? w[i] : 1.0f;
-  }
+  lane_row_weights(w, n, lane, wv);
   wait_for_producer();
   if (r < rows) {
-    const float* xr = row_ptr<float>(x, x_nb, r);
     float xv[kRmsRegs];
-#pragma unroll
-    for (int k = 0; k < kRmsRegs; ++k) {
-      const int64_t i = lane + 32 * k;
-      xv[k] = i < n ? xr[i] : 0.0f;
-    }
-    float p = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kRmsRegs; ++k)
-      if (lane + 32 * k < n) p = hd::fma(xv[k], xv[k], p);
-    const float inv = rowops::rms_inverse(rowops::warp_tree(p), n, eps);
+    const float inv = lane_row_inverse(row_ptr<float>(x, x_nb, r), n, eps, lane, xv);
     float* yr = row_ptr<float>(y, y_nb, r);
 #pragma unroll
     for (int k = 0; k < kRmsRegs; ++k) {
@@ -332,11 +344,7 @@ __global__ void rms_norm_rope_regs_kernel(void* x, int64_t x_nb, const float* w,
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
   float wv[kRmsRegs];
-#pragma unroll
-  for (int k = 0; k < kRmsRegs; ++k) {
-    const int64_t i = lane + 32 * k;
-    wv[k] = w != nullptr && i < n ? w[i] : 1.0f;
-  }
+  lane_row_weights(w, n, lane, wv);
   float cs_c[kRopeRegs], cs_s[kRopeRegs];
   int64_t cs_pos = p0 + r0 / rows_per_pos;
   const auto compute_cs = [&](int64_t pos) {
@@ -351,16 +359,7 @@ __global__ void rms_norm_rope_regs_kernel(void* x, int64_t x_nb, const float* w,
   for (int64_t r = r0; r < rows; r += warps) {
     float* xr = row_ptr<float>(x, x_nb, r);
     float xv[kRmsRegs];
-#pragma unroll
-    for (int k = 0; k < kRmsRegs; ++k) {
-      const int64_t i = lane + 32 * k;
-      xv[k] = i < n ? xr[i] : 0.0f;
-    }
-    float p = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kRmsRegs; ++k)
-      if (lane + 32 * k < n) p = hd::fma(xv[k], xv[k], p);
-    const float inv = rowops::rms_inverse(rowops::warp_tree(p), n, eps);
+    const float inv = lane_row_inverse(xr, n, eps, lane, xv);
 #pragma unroll
     for (int k = 0; k < kRmsRegs; ++k) {
       const int64_t i = lane + 32 * k;

@@ -127,10 +127,9 @@ __device__ __forceinline__ LaneAct64 lane_act64(const BlockQ8_K& a, int s) {
   return r;
 }
 
-// Four little-endian words from a 2-byte aligned address of weights (read-only: __ldg): four aligned 32-bit loads from the word at or
-// below p, the 16 bits at p + 14 and funnel shifts by 0 or 16 bits (no byte outside [p − 2, p + 16) is
-// read). For IQ2_XXS blocks (66 bytes: their qs start 2 bytes past a word boundary in every other block),
-// 5 loads instead of 8 16-bit ones.
+// load_words_align2<4> for weights in global memory (read-only: __ldg, the address from the integer: the
+// form measured on the GPU; the generic one keeps shared-memory pointers shared instead). For IQ2_XXS
+// blocks (66 bytes: their qs start 2 bytes past a word boundary in every other block): 5 loads, not 8.
 __device__ __forceinline__ void load_words4_align2(const uint8_t* p, uint32_t (&q)[4]) {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   const uint32_t* base = reinterpret_cast<const uint32_t*>(addr & ~uintptr_t{3});
