@@ -41,15 +41,12 @@ int64_t act_row_bytes(ActFormat format, int64_t n);
 Status check_product(TensorType type, int64_t n);
 
 // Quantizes `rows` activation rows of n floats (row r at x + r·x_stride floats) into dst (row r at
-// dst + r·act_row_bytes(format, n)); one thread per activation block. format != kF32.
+// dst + r·act_row_bytes(format, n)); one warp per activation block. format != kF32.
 void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_t x_stride, int64_t rows, int64_t n,
                        void* dst);
-// The same for h = swiglu_clamp(g, u, limit) (numerics/det_math.h; g and u rows x_stride floats apart)
-// without storing h: each element is the float swiglu_clamp returns, so the bits are those of storing h
-// and quantizing it (moe's step 3).
-void enqueue_swiglu_act_quant(CudaBackend& be, ActFormat format, const float* g, const float* u, float limit,
-                              int64_t x_stride, int64_t rows, int64_t n, void* dst);
-// One quantization of enqueue_swiglu_act_quant (u null: plain rows g), as data.
+// One quantization as data: rows g (n floats, x_stride apart) or, with u set, h = swiglu_clamp(g, u,
+// limit) (numerics/det_math.h) without storing h — each element the float swiglu_clamp returns, so the
+// bits of storing h and quantizing it (moe's step 3) — into dst (act_row_bytes(format, n) per row).
 struct ActQuantJob {
   ActFormat format = ActFormat::kF32;  // kF32: nothing to do
   const float* g = nullptr;
