@@ -55,6 +55,8 @@ struct alignas(32) Consts {
   uint8_t bits[32];       // 1 << (i % 8)
   uint8_t one[32];        // 1
   uint8_t spread[4][32];  // spread_index(k): low lane bytes 4k, 4k+1 (eight each), high lane 4k+2, 4k+3
+  uint8_t kadd[32];       // 0x80 − (1 << (i % 8)) for i % 8 < 7, else 1 (the row kernels' sign step)
+  uint8_t ptab[32];       // nibble parity of i % 16 in bit 7
 };
 constexpr Consts make_consts() {
   Consts c{};
@@ -62,6 +64,8 @@ constexpr Consts make_consts() {
     c.bits[i] = static_cast<uint8_t>(1u << (i % 8));
     c.one[i] = 1;
     for (int k = 0; k < 4; ++k) c.spread[k][i] = static_cast<uint8_t>(4 * k + i / 8);
+    c.kadd[i] = static_cast<uint8_t>(i % 8 < 7 ? 0x80 - (1 << (i % 8)) : 1);
+    c.ptab[i] = static_cast<uint8_t>(__builtin_popcount(i % 16) & 1 ? 0x80 : 0);
   }
   return c;
 }
@@ -102,35 +106,6 @@ inline __m256i grid4(const uint8_t* idx) {
   return _mm256_blend_epi32(_mm256_blend_epi32(e0, e1, 0x0c), _mm256_blend_epi32(e2, e3, 0xc0), 0xf0);
 }
 
-// The weight block's sign bytes (7-bit fields spread to bytes, parity in bit 7: ksigns_iq2xs) and
-// (2·ls + 1) words, per 128-bit half (half 0 = groups 0, 1, 4, 5; half 1 = groups 2, 3, 6, 7; group g
-// at dword kPos[g] of its half), broadcast over both lanes.
-struct BlockFields {
-  __m256i sx[2], ss[2];
-};
-
-__attribute__((always_inline)) inline BlockFields block_fields(const uint8_t* qs) {
-  const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));       // groups 0-3
-  const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32));  // groups 4-7
-  // a1 words: lane 0 = groups 0, 1, 4, 5; lane 1 = groups 2, 3, 6, 7.
-  const __m256i a1 = _mm256_castps_si256(
-      _mm256_shuffle_ps(_mm256_castsi256_ps(v0), _mm256_castsi256_ps(v1), _MM_SHUFFLE(3, 1, 3, 1)));
-  // Sign fields (7 bits each) to bytes, then the parity bit 7 (ksigns_iq2xs).
-  __m256i x = _mm256_and_si256(a1, _mm256_set1_epi32(0x7f));
-  x = _mm256_or_si256(x, _mm256_and_si256(_mm256_slli_epi32(a1, 1), _mm256_set1_epi32(0x7f00)));
-  x = _mm256_or_si256(x, _mm256_and_si256(_mm256_slli_epi32(a1, 2), _mm256_set1_epi32(0x7f0000)));
-  x = _mm256_or_si256(x, _mm256_and_si256(_mm256_slli_epi32(a1, 3), _mm256_set1_epi32(0x7f000000)));
-  __m256i par = _mm256_xor_si256(x, _mm256_srli_epi32(x, 4));
-  par = _mm256_xor_si256(par, _mm256_srli_epi32(par, 2));
-  par = _mm256_xor_si256(par, _mm256_srli_epi32(par, 1));
-  x = _mm256_or_si256(x, _mm256_and_si256(_mm256_slli_epi32(par, 7), _mm256_set1_epi32(static_cast<int>(0x80808080u))));
-  // (2·ls + 1) in both words of each dword: bit 27 shifted to bit 0 is overwritten by the 1.
-  __m256i sc = _mm256_or_si256(_mm256_srli_epi32(a1, 27), _mm256_set1_epi32(1));
-  sc = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
-  return {{_mm256_permute2x128_si256(x, x, 0x00), _mm256_permute2x128_si256(x, x, 0x11)},
-          {_mm256_permute2x128_si256(sc, sc, 0x00), _mm256_permute2x128_si256(sc, sc, 0x11)}};
-}
-
 // Dword k of each lane of a half's scale words, in every dword (vpshufd needs an immediate).
 __attribute__((always_inline)) inline __m256i group_scale(__m256i ss, int k) {
   switch (k) {
@@ -143,26 +118,21 @@ __attribute__((always_inline)) inline __m256i group_scale(__m256i ss, int k) {
 
 // ---- row kernels: constants pinned once per call, the weight fields of a chunk's row in a pass of their own ----
 
-// The row kernels' constants, made opaque once per call (an empty asm) so that GCC keeps them in
-// registers (or reads them as memory operands) instead of rebuilding them per block.
+// The row and tile kernels' constants, made opaque once per call (an empty asm) so that GCC keeps them
+// in registers (or reads them as memory operands) instead of rebuilding them per block.
 struct RowConsts {
   __m256i bits, kadd, one, spread[4];   // per group
   __m256i low28, up7, up15, up23, ptab, lo4;  // per block (fields)
   RowConsts() {
-    alignas(32) uint8_t kadd_b[32], ptab_b[32];
-    for (int i = 0; i < 32; ++i) {
-      kadd_b[i] = static_cast<uint8_t>(i % 8 < 7 ? 0x80 - (1 << (i % 8)) : 1);
-      ptab_b[i] = static_cast<uint8_t>(__builtin_popcount(i % 16) & 1 ? 0x80 : 0);  // nibble parity -> bit 7
-    }
     bits = bit_pattern();
     one = load_const(kConsts.one);
-    kadd = _mm256_load_si256(reinterpret_cast<const __m256i*>(kadd_b));
+    kadd = load_const(kConsts.kadd);
     for (int k = 0; k < 4; ++k) spread[k] = load_const(kConsts.spread[k]);
     low28 = _mm256_set1_epi32(0x0fffffff);
     up7 = _mm256_set1_epi32(static_cast<int>(0xffffff80u));
     up15 = _mm256_set1_epi32(static_cast<int>(0xffff8000u));
     up23 = _mm256_set1_epi32(static_cast<int>(0xff800000u));
-    ptab = _mm256_load_si256(reinterpret_cast<const __m256i*>(ptab_b));
+    ptab = load_const(kConsts.ptab);
     lo4 = _mm256_set1_epi8(0x0f);
     __asm__("" : "+x"(bits), "+x"(kadd), "+x"(one), "+x"(spread[0]), "+x"(spread[1]), "+x"(spread[2]), "+x"(spread[3]));
     __asm__("" : "+x"(low28), "+x"(up7), "+x"(up15), "+x"(up23), "+x"(ptab), "+x"(lo4));
@@ -316,19 +286,21 @@ struct alignas(32) DecodedBlock {
   __m256i corr;      // 8 int32 lanes: 128 · Σ_g (2·ls_g + 1) · Σ w over the lane's positions
 };
 
-inline void decode_block(const BlockIq2Xxs& w, DecodedBlock& out) {
+inline void decode_block(const BlockIq2Xxs& w, DecodedBlock& out, const RowConsts& c) {
   const uint8_t* qs = reinterpret_cast<const uint8_t*>(w.qs);
-  const BlockFields f = block_fields(qs);
-  const __m256i bits = bit_pattern(), one = load_const(kConsts.one);
+  alignas(32) __m256i f[2];
+  row_fields(w, c, f);
+  const __m256i sx[2] = {lane_bcast(f, 0), lane_bcast(f, 1)};
+  const __m256i ss[2] = {lane_bcast(f + 1, 0), lane_bcast(f + 1, 1)};
   const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x80));  // 128 as the unsigned operand
   __m256i corr = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int g = 0; g < 8; ++g) {
     const int half = (g >> 1) & 1, k = kPos[g];
-    const __m256i sb = _mm256_shuffle_epi8(f.sx[half], load_const(kConsts.spread[k]));
-    const __m256i negative = _mm256_cmpeq_epi8(_mm256_and_si256(sb, bits), bits);
-    const __m256i sgv = _mm256_sign_epi8(grid4(qs + 8 * g), _mm256_or_si256(negative, one));
-    const __m256i scale = group_scale(f.ss[half], k);
+    const __m256i sb = _mm256_shuffle_epi8(sx[half], c.spread[k]);
+    const __m256i negative = _mm256_cmpeq_epi8(_mm256_and_si256(sb, c.bits), c.bits);
+    const __m256i sgv = _mm256_sign_epi8(grid4(qs + 8 * g), _mm256_or_si256(negative, c.one));
+    const __m256i scale = group_scale(ss[half], k);
     _mm256_store_si256(&out.w8[g], sgv);
     _mm256_store_si256(&out.scale[g], scale);
     corr = _mm256_add_epi32(corr, _mm256_madd_epi16(_mm256_maddubs_epi16(offset, sgv), scale));
@@ -383,13 +355,14 @@ void dot_tile_prepared(int64_t n, const void* w, int64_t w_stride, const void* p
       for (auto& v : col) v = _mm256_setzero_ps();
   DecodedBlock dec[4];
   alignas(32) __m256i part[4][kIq2XxsAvx2TileCols][kChunk];
+  const RowConsts rc;
   int64_t t = 0;
   for (int64_t b = 0; b < nb; b += kChunk, ++t) {
     const int count = nb - b >= kChunk ? kChunk : static_cast<int>(nb - b);
     const ActChunk* cols[kIq2XxsAvx2TileCols];
     for (int c = 0; c < nc; ++c) cols[c] = reinterpret_cast<const ActChunk*>(prep + c * prep_stride) + t;
     for (int k = 0; k < count; ++k) {
-      for (int r = 0; r < nr; ++r) decode_block(reinterpret_cast<const BlockIq2Xxs*>(wp + r * w_stride)[b + k], dec[r]);
+      for (int r = 0; r < nr; ++r) decode_block(reinterpret_cast<const BlockIq2Xxs*>(wp + r * w_stride)[b + k], dec[r], rc);
       for (int r = 0; r < nr; r += 2)
         for (int c = 0; c < nc; c += 4)
           kTileBlock[std::min(2, nr - r) - 1][std::min(4, nc - c) - 1](dec + r, cols, c, k, part + r);

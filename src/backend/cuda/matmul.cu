@@ -327,12 +327,6 @@ Status check_product(TensorType type, int64_t n) {
   return ok_status();
 }
 
-void enqueue_swiglu_act_quant(CudaBackend& be, ActFormat format, const float* g, const float* u, float limit,
-                              int64_t x_stride, int64_t rows, int64_t n, void* dst) {
-  const ActQuantJob job{format, g, u, limit, x_stride, rows, n, dst};
-  enqueue_act_quant_jobs(be, std::span<const ActQuantJob>(&job, 1));
-}
-
 void enqueue_act_quant_jobs(CudaBackend& be, std::span<const ActQuantJob> jobs) {
   for (size_t i = 0; i < jobs.size(); i += 2) {
     ActQuantJob j0 = jobs[i], j1 = i + 1 < jobs.size() ? jobs[i + 1] : ActQuantJob{};
@@ -361,7 +355,8 @@ void enqueue_act_quant_jobs(CudaBackend& be, std::span<const ActQuantJob> jobs) 
 
 void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_t x_stride, int64_t rows, int64_t n,
                        void* dst) {
-  enqueue_swiglu_act_quant(be, format, x, nullptr, 0.0f, x_stride, rows, n, dst);
+  const ActQuantJob job{format, x, nullptr, 0.0f, x_stride, rows, n, dst};
+  enqueue_act_quant_jobs(be, std::span<const ActQuantJob>(&job, 1));
 }
 
 void enqueue_product(CudaBackend& be, const ProductArgs& args) {

@@ -41,14 +41,9 @@ int64_t act_row_bytes(ActFormat format, int64_t n);
 Status check_product(TensorType type, int64_t n);
 
 // Quantizes `rows` activation rows of n floats (row r at x + r·x_stride floats) into dst (row r at
-// dst + r·act_row_bytes(format, n)); one thread per activation block. format != kF32.
+// dst + r·act_row_bytes(format, n)); one warp per activation block. format != kF32.
 void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_t x_stride, int64_t rows, int64_t n,
                        void* dst);
-// The same for h = swiglu_clamp(g, u, limit) (numerics/det_math.h; g and u rows x_stride floats apart)
-// without storing h: each element is the float swiglu_clamp returns, so the bits are those of storing h
-// and quantizing it (moe's step 3).
-void enqueue_swiglu_act_quant(CudaBackend& be, ActFormat format, const float* g, const float* u, float limit,
-                              int64_t x_stride, int64_t rows, int64_t n, void* dst);
 // Producer side of the backend's twins (cuda_backend.cuh QuantTwin): replaces them with one per distinct
 // quantized format among `consumers` (at most kMaxTwins) for the float rows y [rows][n], scratch grown for
 // the reserved step; only formats whose block divides `unit` (the producer quantizes whole blocks of its
@@ -58,7 +53,9 @@ int plan_quant_twins(CudaBackend& be, const backend::Tensor& y, const backend::M
 // Consumer side: the twin of x (the same rows, length and stride) in format f, or null.
 const CudaBackend::QuantTwin* find_quant_twin(const CudaBackend& be, const backend::Tensor& x, ActFormat f);
 
-// One quantization of enqueue_swiglu_act_quant (u null: plain rows g), as data.
+// One quantization as data: rows g (n floats, x_stride apart) or, with u set, h = swiglu_clamp(g, u,
+// limit) (numerics/det_math.h) without storing h — each element the float swiglu_clamp returns, so the
+// bits of storing h and quantizing it (moe's step 3) — into dst (act_row_bytes(format, n) per row).
 struct ActQuantJob {
   ActFormat format = ActFormat::kF32;  // kF32: nothing to do
   const float* g = nullptr;
