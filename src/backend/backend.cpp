@@ -19,6 +19,10 @@ constexpr int64_t kArenaAlign = 256;
 
 }  // namespace
 
+void Backend::rms_norm_for(const Tensor& x, const Tensor& w, float eps, const Tensor& y, const MatmulConsumers&) {
+  rms_norm(x, w, eps, y);
+}
+
 void Backend::hc_pre_norm(const HcPreNormArgs& a) {
   rms_norm(a.X, {}, a.rms_eps, a.streams);
   matmul(a.fn, a.streams, a.mix);

@@ -26,6 +26,7 @@
 //   with contiguous rows of their GGUF type.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -157,6 +158,23 @@ struct CompressorUpdate {
 };
 
 // One block's HC pre mixing with the norms around it (Backend::hc_pre_norm).
+// The weight types of the matmuls (matmul, matmul_batch, moe) that read an op's output next, as their
+// x: a backend may quantize the output for them in the producing kernel (the same quantizer, the same
+// bits) and hand that copy to those matmuls instead of quantizing x again. The caller promises that
+// only matmul, matmul_batch, route and moe run between the producer and those matmuls and that none of
+// them writes the output. Backends that quantize inside their matmuls ignore it.
+struct MatmulConsumers {
+  static constexpr int kMax = 4;
+  std::array<TensorType, kMax> types{};
+  int count = 0;
+  // Adds `type` once; beyond kMax distinct types the rest are left to the matmuls.
+  void add(TensorType type) {
+    for (int i = 0; i < count; ++i)
+      if (types[i] == type) return;
+    if (count < kMax) types[count++] = type;
+  }
+};
+
 struct HcPreNormArgs {
   Tensor X;              // [n][hc·D] residual streams, F32
   Tensor fn;             // [hc·D → (2+hc)·hc] HC mix weight
@@ -169,6 +187,7 @@ struct HcPreNormArgs {
   Tensor mix;            // [n][(2+hc)·hc] out
   Tensor collapsed;      // [n][D] scratch (contents afterwards unspecified)
   Tensor x, post, comb;  // [n][D], [n][hc], [n][hc·hc] out
+  MatmulConsumers x_consumers;  // the matmuls that read x next (may be empty)
 };
 
 struct AttentionArgs {
@@ -312,6 +331,10 @@ class Backend {
   // y[r][i] = (x[r][i] · inv) · w[i] (or x[r][i] · inv without w), inv = 1 / sqrt(ss / n + eps),
   // ss = the F32 vec_dot of the row with itself (32 fma partials + fixed tree). y may alias x.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& y) = 0;
+  // rms_norm whose y the matmuls of `consumers` read next (MatmulConsumers: a backend may quantize y for
+  // them in the norm's kernel). This default runs rms_norm.
+  virtual void rms_norm_for(const Tensor& x, const Tensor& w, float eps, const Tensor& y,
+                            const MatmulConsumers& consumers);
 
   // In place on the trailing n_rot columns of each row, adjacent pairs (x0, x1) → (x0·c − x1·s,
   // x0·s + x1·c). Row r has position p0 + r / rows_per_pos; angle = (float)position · freqs[k]

@@ -73,7 +73,7 @@ class NestedPhaseTimer {
 // norm: streams = norm(X), mix = W_fn·streams, pre/post/comb and the collapsed input, x =
 // rms_norm(collapsed, norm) — one backend op (hc_pre_norm), which a backend may fuse.
 void Session::hc_pre_block(const Weight& fn, const backend::Tensor& scale, const backend::Tensor& base,
-                           const backend::Tensor& norm, int64_t n) {
+                           const backend::Tensor& norm, int64_t n, const backend::MatmulConsumers& x_consumers) {
   const Ds4Shape& s = model_.shape();
   const Activations& a = *act_;
   PhaseTimer timer(timed(), times_.hc);
@@ -92,6 +92,7 @@ void Session::hc_pre_block(const Weight& fn, const backend::Tensor& scale, const
   h.x = a.x.rows(0, n);
   h.post = a.post.rows(0, n);
   h.comb = a.comb.rows(0, n);
+  h.x_consumers = x_consumers;
   backend_.hc_pre_norm(h);
 }
 
@@ -127,7 +128,14 @@ void Session::attention_block(int64_t il, int64_t p0, int64_t n) {
   const backend::Tensor& freqs = model_.freqs(kind != AttentionKind::kSliding);
   auto rows = [n](const backend::Tensor& t) { return t.rows(0, n); };
 
-  hc_pre_block(lw.hc_attn_fn, lw.hc_attn_scale, lw.hc_attn_base, lw.attn_norm, n);
+  // x is read next by the projections below (and nothing else writes it before them).
+  backend::MatmulConsumers x_readers;
+  for (const Weight* w : {&lw.q_a, &lw.kv}) x_readers.add(w->type);
+  if (kind != AttentionKind::kSliding)
+    for (const Weight* w : {&lw.comp_kv, &lw.comp_gate}) x_readers.add(w->type);
+  if (kind == AttentionKind::kCsa)
+    for (const Weight* w : {&lw.idx_kv, &lw.idx_gate, &lw.idx_proj}) x_readers.add(w->type);
+  hc_pre_block(lw.hc_attn_fn, lw.hc_attn_scale, lw.hc_attn_base, lw.attn_norm, n, x_readers);
   PhaseTimer timer(timed(), times_.attention);
   const backend::Tensor x = rows(a.x), cq = rows(a.cq), q = rows(a.q), kv = rows(a.kv), o = rows(a.o);
   const backend::Tensor comp_a = a.comp_a.as_rows(coff * d).rows(0, n), comp_z = a.comp_z.as_rows(coff * d).rows(0, n);
@@ -151,7 +159,10 @@ void Session::attention_block(int64_t il, int64_t p0, int64_t n) {
 
   // Queries: c_q = norm(W_qa x); q = W_qb c_q (and the indexer's q = W_Iqb c_q), per-head
   // unweighted norm, RoPE. Key = value row: norm, RoPE.
-  backend_.rms_norm(cq, lw.q_a_norm, eps, cq);
+  backend::MatmulConsumers cq_readers;
+  cq_readers.add(lw.q_b.type);
+  if (kind == AttentionKind::kCsa) cq_readers.add(lw.idx_q_b.type);
+  backend_.rms_norm_for(cq, lw.q_a_norm, eps, cq, cq_readers);
   jobs_.clear();
   jobs_.push_back({lw.q_b, cq, q});
   if (kind == AttentionKind::kCsa) jobs_.push_back({lw.idx_q_b, cq, qI});
@@ -207,7 +218,13 @@ void Session::ffn_block(int64_t il, int64_t n) {
   const LayerWeights& lw = model_.weights().layers[static_cast<size_t>(il)];
   Activations& a = *act_;
   auto rows = [n](const backend::Tensor& t) { return t.rows(0, n); };
-  hc_pre_block(lw.hc_ffn_fn, lw.hc_ffn_scale, lw.hc_ffn_base, lw.ffn_norm, n);
+  // x is read next by the router and the experts (route runs between them and writes neither).
+  backend::MatmulConsumers x_readers;
+  x_readers.add(lw.router.type);
+  for (const Weight* w : {&lw.gate_exps, &lw.up_exps}) x_readers.add(w->type);
+  if (lw.gate_sh.valid())
+    for (const Weight* w : {&lw.gate_sh, &lw.up_sh}) x_readers.add(w->type);
+  hc_pre_block(lw.hc_ffn_fn, lw.hc_ffn_scale, lw.hc_ffn_base, lw.ffn_norm, n, x_readers);
   PhaseTimer timer(timed(), times_.moe);
   const backend::Tensor x = rows(a.x);
 

@@ -147,7 +147,8 @@ class Session {
   void attention_block(int64_t layer, int64_t p0, int64_t n);
   void ffn_block(int64_t layer, int64_t n);
   void hc_pre_block(const Weight& fn, const backend::Tensor& scale, const backend::Tensor& base,
-                    const backend::Tensor& norm, int64_t n);
+                    const backend::Tensor& norm, int64_t n,
+                    const backend::MatmulConsumers& x_consumers);
   void compressor_block(const backend::CompressorTensors& state, const backend::Tensor& a, const backend::Tensor& z,
                         const backend::Tensor& ape, const backend::Tensor& norm, int64_t p0, int64_t ratio,
                         int64_t coff, int64_t d);

@@ -400,6 +400,7 @@ Result<Tensor> CudaBackend::load_weight_f32(const Tensor& host, std::vector<back
 // --- host transfers -------------------------------------------------------------------------------
 
 void CudaBackend::upload(const Tensor& dst, const void* src, int64_t bytes) {
+  n_twins = 0;  // the bytes may be a twin's rows
   if (bytes <= 0) return;
   flush_launches();
   // From pageable memory the driver stages the bytes before returning, so src may be reused at once.
@@ -418,7 +419,25 @@ Status CudaBackend::download(const Tensor& src, void* dst, int64_t bytes) {
 // --- steps ----------------------------------------------------------------------------------------
 
 // An error recorded outside a step (an upload between steps) is kept: the next end_step reports it.
-void CudaBackend::begin_step() {}
+void CudaBackend::begin_step() { n_twins = 0; }
+
+void CudaBackend::twins_note_write(const Tensor& y) {
+  if (n_twins == 0 || y.data == nullptr) return;
+  if (y.ne[2] * y.ne[3] != 1) {  // (3-D outputs: not worth an exact extent)
+    n_twins = 0;
+    return;
+  }
+  const auto* y0 = static_cast<const char*>(y.data);
+  const char* y1 = y0 + (y.ne[1] > 0 ? (y.ne[1] - 1) * y.nb[1] : 0) + y.ne[0] * static_cast<int64_t>(sizeof(float));
+  for (int i = 0; i < n_twins; ++i) {
+    const auto* x0 = static_cast<const char*>(twins[i].x);
+    const char* x1 = x0 + (twins[i].rows > 0 ? (twins[i].rows - 1) * twins[i].x_nb : 0) + twins[i].n * 4;
+    if (y0 < x1 && x0 < y1) {
+      n_twins = 0;
+      return;
+    }
+  }
+}
 
 Status CudaBackend::end_step() {
   flush_launches();

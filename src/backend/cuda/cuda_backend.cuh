@@ -28,6 +28,8 @@
 
 namespace dsv4::cuda {
 
+enum class ActFormat;  // matmul.cuh
+
 // A grow-only device buffer (scratch).
 struct DeviceScratch {
   void* data = nullptr;
@@ -62,6 +64,8 @@ class CudaBackend final : public backend::Backend {
   void matmul(const backend::Tensor& w, const backend::Tensor& x, const backend::Tensor& y) override;
   void matmul_batch(std::span<const backend::MatmulJob> jobs) override;
   void rms_norm(const backend::Tensor& x, const backend::Tensor& w, float eps, const backend::Tensor& y) override;
+  void rms_norm_for(const backend::Tensor& x, const backend::Tensor& w, float eps, const backend::Tensor& y,
+                    const backend::MatmulConsumers& consumers) override;
   void rope(const backend::Tensor& x, int64_t rows_per_pos, int64_t p0, int64_t n_rot, const backend::Tensor& freqs,
             bool inverse) override;
   // One warp per row where it fits (norm_rope_hc.cu), else the two ops.
@@ -98,6 +102,7 @@ class CudaBackend final : public backend::Backend {
   // flush; launch errors are recorded there under `name`.
   template <typename... Params, typename... Args>
   void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+    if (!twin_scope_) n_twins = 0;  // a kernel of another op may write a twin's rows
     static_assert(sizeof...(Params) == sizeof...(Args), "launch: argument count differs from the kernel's");
     steps_.begin_launch(reinterpret_cast<const void*>(kernel), grid, block, static_cast<unsigned>(smem), name);
     (steps_.add_arg(static_cast<std::remove_cv_t<std::remove_reference_t<Params>>>(std::forward<Args>(args))), ...);
@@ -128,6 +133,36 @@ class CudaBackend final : public backend::Backend {
   // Device bytes of weights loaded (load_weight + load_weight_f32).
   int64_t weight_bytes() const { return weight_bytes_; }
 
+  // --- activations quantized by their producer (backend.h MatmulConsumers) ---------------------------
+  // A producer given MatmulConsumers may quantize its output for them in its kernel and record the copy
+  // here (matmul.cu plan_quant_twins); matmul, matmul_batch and moe then read it instead of quantizing
+  // x again (find_quant_twin). The copies are dropped by any kernel launched outside a TwinScope (the
+  // scope of those consumer ops, route, and the producer itself), by any upload, by begin_step, and by
+  // a consumer's output that overlaps a copy's rows (twins_note_write).
+  struct QuantTwin {
+    const void* x = nullptr;  // the float rows [rows][n], x_nb bytes apart
+    int64_t rows = 0, n = 0, x_nb = 0;
+    ActFormat format{};
+    uint8_t* act = nullptr;  // their quantized rows, act_row_bytes(format, n) apart
+  };
+  static constexpr int kMaxTwins = 2;
+  QuantTwin twins[kMaxTwins];
+  int n_twins = 0;
+  DeviceScratch twin_scratch[kMaxTwins];
+  class TwinScope {
+   public:
+    explicit TwinScope(CudaBackend& be) : be_(be), was_(be.twin_scope_) { be_.twin_scope_ = true; }
+    ~TwinScope() { be_.twin_scope_ = was_; }
+    TwinScope(const TwinScope&) = delete;
+    TwinScope& operator=(const TwinScope&) = delete;
+
+   private:
+    CudaBackend& be_;
+    bool was_;
+  };
+  // Drops the twins whose float rows overlap y's bytes.
+  void twins_note_write(const backend::Tensor& y);
+
   // Scratch shared by the op families (each op uses its own; ops of one stream never overlap).
   DeviceScratch act_scratch;     // quantized activations (matmul, moe)
   DeviceScratch attn_scratch;    // attention scores / probabilities
@@ -143,6 +178,7 @@ class CudaBackend final : public backend::Backend {
  private:
   int device_ = 0;
   bool graphs_ = true;
+  bool twin_scope_ = false;
   CudaKernelForms forms_;
   cudaStream_t stream_ = nullptr;
   StepGraph steps_;

@@ -18,6 +18,7 @@ struct CudaKernelForms {
   bool hc_cluster = true;    // hc_pre_norm as one cluster kernel
   bool attn_decode = true;   // attention's decode forms for passes of up to 16 queries
   bool stream_products = true;  // many-row one-row products streamed by a resident grid (with staged_loads)
+  bool fused_quant = true;  // producers given MatmulConsumers quantize their output for them (no extra kernel)
 };
 
 struct CudaBackendOptions {

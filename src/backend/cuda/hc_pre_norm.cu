@@ -36,6 +36,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_backend.cuh"
+#include "backend/cuda/matmul.cuh"
 #include "backend/cuda/matmul_types.cuh"
 #include "backend/cuda/preload.cuh"
 #include "backend/cuda/row_ops.cuh"
@@ -80,6 +81,13 @@ struct HcFusedArgs {
   int64_t comb_nb = 0;
   int hc = 0, n_mix = 0, rows_per_cta = 0;
   int64_t D = 0;
+  // x quantized for its matmuls (the backend's twins, MatmulConsumers): twin i's row t at
+  // xq[i] + t·xq_row_bytes[i], in format xq_format[i]; each CTA quantizes the blocks of its slice of x
+  // (the slice a multiple of every twin's block).
+  int n_xq = 0;
+  uint8_t* xq[CudaBackend::kMaxTwins] = {};
+  int64_t xq_row_bytes[CudaBackend::kMaxTwins] = {};
+  ActFormat xq_format[CudaBackend::kMaxTwins] = {};
   // Shared memory: Xs [hc·D floats] at 0, the CTA's fn rows at xs_bytes (ws_row_bytes apart), the
   // collapsed row [D floats] after them, then the CTA's slice of norm [⌈D / kHcCluster⌉ floats].
   int64_t xs_bytes = 0, ws_row_bytes = 0;
@@ -222,8 +230,29 @@ __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads)
     workers_sync(workers);
     const float inv2 = inv_s[1];
     float* xr = row_ptr<float>(a.x, a.x_nb, t);
-    for (int c = c0 + tid; c < c_end; c += workers)
-      xr[c] = a.norm != nullptr ? (coll[c] * inv2) * norm_s[c - c0] : coll[c] * inv2;
+    for (int c = c0 + tid; c < c_end; c += workers) {
+      const float v = a.norm != nullptr ? (coll[c] * inv2) * norm_s[c - c0] : coll[c] * inv2;
+      xr[c] = v;
+      coll[c] = v;  // (each thread its own c) the slice again for the quantizers below
+    }
+    if (a.n_xq > 0) {
+      // x's twins: the blocks of this CTA's slice, one warp each, from shared memory (the quantizers of
+      // act_quant_jobs_kernel: the same bits as quantizing the stored x).
+      workers_sync(workers);
+      const int worker_warps = workers / 32;
+      for (int i = 0; i < a.n_xq; ++i) {
+        uint8_t* row = a.xq[i] + t * a.xq_row_bytes[i];
+        if (a.xq_format[i] == ActFormat::kQ8_0) {
+          constexpr int kB = ActOps<ActFormat::kQ8_0>::kBlock, kBytes = ActOps<ActFormat::kQ8_0>::kBytes;
+          for (int b = warp; b < (c_end - c0) / kB; b += worker_warps)
+            quantize_block_warp<ActFormat::kQ8_0>(coll + c0, nullptr, 0.0f, b, row + (c0 / kB + b) * kBytes, lane);
+        } else {
+          constexpr int kB = ActOps<ActFormat::kQ8_K>::kBlock, kBytes = ActOps<ActFormat::kQ8_K>::kBytes;
+          for (int b = warp; b < (c_end - c0) / kB; b += worker_warps)
+            quantize_block_warp<ActFormat::kQ8_K>(coll + c0, nullptr, 0.0f, b, row + (c0 / kB + b) * kBytes, lane);
+        }
+      }
+    }
   }
 
   cluster.sync();  // no CTA leaves while a peer may still read its mix_own
@@ -239,6 +268,7 @@ void CudaBackend::hc_pre_norm(const backend::HcPreNormArgs& h) {
                       h.post.ne[1] == n && h.comb.ne[0] == hc * hc && h.comb.ne[1] == n &&
                       h.scale.ne[0] * h.scale.ne[1] >= 3 && h.base.ne[0] * h.base.ne[1] >= n_mix &&
                       (!h.norm.valid() || h.norm.ne[0] == D);
+  n_twins = 0;  // x is rewritten (twins are planned below for the fused kernel only)
   bool fused = false;
   if (shapes && forms().hc_cluster) {
     dispatch_type(h.fn.type, [&](auto ops) {
@@ -275,6 +305,15 @@ void CudaBackend::hc_pre_norm(const backend::HcPreNormArgs& h) {
         a.post_nb = h.post.nb[1];
         a.comb = static_cast<float*>(h.comb.data);
         a.comb_nb = h.comb.nb[1];
+        // The twins: each CTA quantizes whole blocks of its slice of x (slices of equal length).
+        const TwinScope twin_scope(*this);
+        const int64_t slice = (D + kHcCluster - 1) / kHcCluster;
+        a.n_xq = D % kHcCluster == 0 ? plan_quant_twins(*this, h.x, h.x_consumers, slice) : 0;
+        for (int i = 0; i < a.n_xq; ++i) {
+          a.xq[i] = twins[i].act;
+          a.xq_row_bytes[i] = act_row_bytes(twins[i].format, D);
+          a.xq_format[i] = twins[i].format;
+        }
         launch("hc_pre_norm_kernel", hc_pre_norm_kernel<Ops>, dim3(kHcCluster, static_cast<unsigned>(n)), kHcThreads,
                static_cast<size_t>(smem), a);
       }

@@ -472,14 +472,46 @@ bool validate_job(CudaBackend& be, const backend::MatmulJob& j) {
 
 }  // namespace
 
+int plan_quant_twins(CudaBackend& be, const Tensor& y, const backend::MatmulConsumers& consumers, int64_t unit) {
+  be.n_twins = 0;
+  const int64_t rows = y.ne[1], n = y.ne[0];
+  if (!be.forms().fused_quant || y.type != TensorType::kF32 || rows <= 0 || y.ne[2] * y.ne[3] != 1 || unit <= 0)
+    return 0;
+  int count = 0;
+  for (int i = 0; i < consumers.count && count < CudaBackend::kMaxTwins; ++i) {
+    const ActFormat f = act_format(consumers.types[i]);
+    if (f == ActFormat::kF32 || unit % act_block(f) != 0 || n % unit != 0) continue;
+    bool have = false;
+    for (int k = 0; k < count; ++k) have = have || be.twins[k].format == f;
+    if (have) continue;
+    const int64_t cap = std::max(rows, be.bounds().tokens);
+    auto* act = static_cast<uint8_t*>(be.grow(be.twin_scratch[count], align256(act_row_bytes(f, n) * cap)));
+    if (act == nullptr) return be.n_twins = 0;
+    be.twins[count++] = CudaBackend::QuantTwin{y.data, rows, n, y.nb[1], f, act};
+  }
+  return be.n_twins = count;
+}
+
+const CudaBackend::QuantTwin* find_quant_twin(const CudaBackend& be, const Tensor& x, ActFormat f) {
+  for (int i = 0; i < be.n_twins; ++i) {
+    const CudaBackend::QuantTwin& t = be.twins[i];
+    if (t.format == f && t.x == x.data && t.rows == x.ne[1] && t.n == x.ne[0] && t.x_nb == x.nb[1] &&
+        x.ne[2] * x.ne[3] == 1)
+      return &t;
+  }
+  return nullptr;
+}
+
 void CudaBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
   const backend::MatmulJob job{w, x, y};
   matmul_batch(std::span<const backend::MatmulJob>(&job, 1));
 }
 
 void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
+  const TwinScope twin_scope(*this);  // a twin of x stays usable across the products
   for (const backend::MatmulJob& j : jobs)
     if (!validate_job(*this, j)) return;
+  for (const backend::MatmulJob& j : jobs) twins_note_write(j.y);
   // Activation regions: one per job with a quantized format (jobs on the same x rows and format share
   // one; the bits are the same either way).
   // Sized for max(rows, the reserved step's tokens) so that later (larger) steps do not grow it.
@@ -623,6 +655,12 @@ void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
       a.act = j.x.data;
       a.act_stride = j.x.nb[1];
     } else {
+      if (const QuantTwin* twin = find_quant_twin(*this, j.x, f); twin != nullptr && twin->n == in) {
+        a.act = twin->act;  // quantized by x's producer
+        a.act_stride = act_row_bytes(f, in);
+        enqueue_product(*this, a);
+        continue;
+      }
       int64_t at = -1;
       for (int i = 0; i < n_seen && at < 0; ++i)
         if (seen[i].x == j.x.data && seen[i].stride == xs && seen[i].n == in && seen[i].rows == rows && seen[i].f == f)

@@ -44,6 +44,15 @@ Status check_product(TensorType type, int64_t n);
 // dst + r·act_row_bytes(format, n)); one warp per activation block. format != kF32.
 void enqueue_act_quant(CudaBackend& be, ActFormat format, const float* x, int64_t x_stride, int64_t rows, int64_t n,
                        void* dst);
+// Producer side of the backend's twins (cuda_backend.cuh QuantTwin): replaces them with one per distinct
+// quantized format among `consumers` (at most kMaxTwins) for the float rows y [rows][n], scratch grown for
+// the reserved step; only formats whose block divides `unit` (the producer quantizes whole blocks of its
+// units of columns). Returns how many; the producer's kernel must then write each twin's rows (format,
+// act) in the same launch sequence, inside a TwinScope. 0 when no consumer reads y quantized.
+int plan_quant_twins(CudaBackend& be, const backend::Tensor& y, const backend::MatmulConsumers& consumers, int64_t unit);
+// Consumer side: the twin of x (the same rows, length and stride) in format f, or null.
+const CudaBackend::QuantTwin* find_quant_twin(const CudaBackend& be, const backend::Tensor& x, ActFormat f);
+
 // One quantization as data: rows g (n floats, x_stride apart) or, with u set, h = swiglu_clamp(g, u,
 // limit) (numerics/det_math.h) without storing h — each element the float swiglu_clamp returns, so the
 // bits of storing h and quantizing it (moe's step 3) — into dst (act_row_bytes(format, n) per row).

@@ -259,6 +259,9 @@ __global__ void combine_kernel(CombineK c) {
 }  // namespace
 
 void CudaBackend::route(const backend::RouteArgs& r) {
+  const TwinScope twin_scope(*this);  // writes only ids and weights: x's twins stay
+  twins_note_write(r.ids);
+  twins_note_write(r.weights);
   const int64_t n = r.logits.ne[1], E = r.logits.ne[0], K = r.k;
   const bool hash = r.tid2eid.valid();
   const int64_t n_tokens = r.tokens.ne[0] * r.tokens.ne[1] * r.tokens.ne[2] * r.tokens.ne[3];
@@ -299,6 +302,8 @@ void CudaBackend::route(const backend::RouteArgs& r) {
 }
 
 void CudaBackend::moe(const backend::MoeArgs& m) {
+  const TwinScope twin_scope(*this);  // a twin of x (its producer's quantization) stays usable here
+  twins_note_write(m.out);
   const Tensor& x = m.x;
   const int64_t n = x.ne[1], D = x.ne[0], K = m.ids.ne[0], E = m.gate_exps.ne[2], I = m.gate_exps.ne[1];
   const bool shared = m.gate_sh.valid();
@@ -375,16 +380,26 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
   float* Ys = shared ? reinterpret_cast<float*>(fs + 2 * g_bytes + y_bytes + 2 * gs_bytes) : nullptr;
 
   // 1. x quantized once per token and format that a product needs (all of them in one launch).
+  // A format x's producer quantized already (a twin: cuda_backend.cuh) is not quantized again.
   ActQuantJob x_jobs[4];
-  for (int i = 0; i < n_xf; ++i) x_jobs[i] = ActQuantJob{x_formats[i], xd, nullptr, 0.0f, xs, n, D, as + x_off[i]};
-  enqueue_act_quant_jobs(*this, std::span<const ActQuantJob>(x_jobs, static_cast<size_t>(n_xf)));
+  const uint8_t* x_rows[4] = {};
+  int n_xj = 0;
+  for (int i = 0; i < n_xf; ++i) {
+    if (const QuantTwin* twin = find_quant_twin(*this, x, x_formats[i]); twin != nullptr) {
+      x_rows[i] = twin->act;
+      continue;
+    }
+    x_rows[i] = as + x_off[i];
+    x_jobs[n_xj++] = ActQuantJob{x_formats[i], xd, nullptr, 0.0f, xs, n, D, as + x_off[i]};
+  }
+  enqueue_act_quant_jobs(*this, std::span<const ActQuantJob>(x_jobs, static_cast<size_t>(n_xj)));
   // The activation rows of x for a consumer of format f.
   auto x_act = [&](ActFormat f, const void** act, int64_t* stride) {
     *act = xd;
     *stride = x.nb[1];
     for (int i = 0; i < n_xf; ++i)
       if (x_formats[i] == f) {
-        *act = as + x_off[i];
+        *act = x_rows[i];
         *stride = act_row_bytes(f, D);
       }
   };

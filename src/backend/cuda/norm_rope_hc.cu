@@ -12,6 +12,8 @@
 #include <string>
 
 #include "backend/cuda/cuda_backend.cuh"
+#include "backend/cuda/matmul.cuh"
+#include "backend/cuda/matmul_types.cuh"
 #include "backend/cuda/row_ops.cuh"
 #include "numerics/det_math.h"
 #include "numerics/hd.h"
@@ -35,6 +37,8 @@ constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / 32;
 
 using rowops::std_max;
+using detail::ActOps;
+using detail::quantize_block_warp;
 
 // --- rms_norm -------------------------------------------------------------------------------------
 
@@ -52,7 +56,9 @@ __global__ void rms_norm_kernel(const void* x, int64_t x_nb, const float* w, flo
 // elements of x all in flight at once after it and kept for the scale — one memory latency instead of
 // rms_norm_kernel's eight (four batches of the chain, four of the scale: 7.6 µs for one 1024-float row on
 // an H100). The same chains (lane l: fma over i = l, l + 32, … < n in order), tree and scale as
-// warp_rms_norm_row. y may alias x (a lane loads all its elements before it stores).
+// warp_rms_norm_row. y may alias x (a lane loads all its elements before it stores). kQuant
+// (rms_norm_for): each warp also keeps its normalized row in shared memory, and after a CTA barrier the
+// CTA's warps quantize the blocks of its rows into the twins — no quantization kernel before the matmuls.
 constexpr int kRmsRegs = 32;
 
 // The lane's weights of a row of n ≤ 32·kRmsRegs (element lane + 32k; 1 past n or without w): weights,
@@ -81,21 +87,59 @@ __device__ __forceinline__ float lane_row_inverse(const float* xr, int64_t n, fl
   return rowops::rms_inverse(rowops::warp_tree(p), n, eps);
 }
 
+// rms_norm_for's quantized copies of y (the backend's twins, matmul.cuh plan_quant_twins): row r of twin
+// i at dst[i] + r·row_bytes[i] in format[i].
+struct NormQuant {
+  int n = 0;
+  uint8_t* dst[CudaBackend::kMaxTwins] = {};
+  int64_t row_bytes[CudaBackend::kMaxTwins] = {};
+  ActFormat format[CudaBackend::kMaxTwins] = {};
+};
+
+// Twin i's blocks of the CTA's rows (rows_s: row k of the CTA = y row r_first + k, n floats), one warp
+// per block: act_quant_jobs_kernel's quantizers, the bits of quantizing the stored y.
+template <ActFormat F>
+__device__ void quantize_cta_rows(const float (*rows_s)[32 * kRmsRegs], int rows_here, int64_t n, int64_t r_first,
+                                  uint8_t* dst, int64_t row_bytes, int warp, int lane) {
+  constexpr int kB = ActOps<F>::kBlock, kBytes = ActOps<F>::kBytes;
+  const int per_row = static_cast<int>(n / kB);
+  for (int task = warp; task < rows_here * per_row; task += kWarpsPerBlock) {
+    const int k = task / per_row, b = task % per_row;
+    quantize_block_warp<F>(rows_s[k], nullptr, 0.0f, b, dst + (r_first + k) * row_bytes + b * kBytes, lane);
+  }
+}
+
+template <bool kQuant>
 __global__ void rms_norm_regs_kernel(const void* x, int64_t x_nb, const float* w, float eps, void* y, int64_t y_nb,
-                                     int64_t rows, int64_t n) {
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+                                     int64_t rows, int64_t n, NormQuant q) {
+  __shared__ float rows_s[kQuant ? kWarpsPerBlock : 1][32 * kRmsRegs];
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  const int64_t r_first = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock, r = r_first + warp;
   float wv[kRmsRegs];
   lane_row_weights(w, n, lane, wv);
   wait_for_producer();
-  if (r >= rows) return;
-  float xv[kRmsRegs];
-  const float inv = lane_row_inverse(row_ptr<float>(x, x_nb, r), n, eps, lane, xv);
-  float* yr = row_ptr<float>(y, y_nb, r);
+  if (r < rows) {
+    float xv[kRmsRegs];
+    const float inv = lane_row_inverse(row_ptr<float>(x, x_nb, r), n, eps, lane, xv);
+    float* yr = row_ptr<float>(y, y_nb, r);
 #pragma unroll
-  for (int k = 0; k < kRmsRegs; ++k) {
-    const int64_t i = lane + 32 * k;
-    if (i < n) yr[i] = w != nullptr ? (xv[k] * inv) * wv[k] : xv[k] * inv;
+    for (int k = 0; k < kRmsRegs; ++k) {
+      const int64_t i = lane + 32 * k;
+      if (i >= n) continue;
+      const float v = w != nullptr ? (xv[k] * inv) * wv[k] : xv[k] * inv;
+      yr[i] = v;
+      if constexpr (kQuant) rows_s[warp][i] = v;
+    }
+  }
+  if constexpr (kQuant) {
+    __syncthreads();
+    const int rows_here = static_cast<int>(rows - r_first < kWarpsPerBlock ? rows - r_first : kWarpsPerBlock);
+    for (int i = 0; i < q.n; ++i) {
+      if (q.format[i] == ActFormat::kQ8_0)
+        quantize_cta_rows<ActFormat::kQ8_0>(rows_s, rows_here, n, r_first, q.dst[i], q.row_bytes[i], warp, lane);
+      else
+        quantize_cta_rows<ActFormat::kQ8_K>(rows_s, rows_here, n, r_first, q.dst[i], q.row_bytes[i], warp, lane);
+    }
   }
 }
 
@@ -470,12 +514,37 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, const Te
     return;
   }
   if (n <= 32 * kRmsRegs) {
-    launch("rms_norm_regs_kernel", rms_norm_regs_kernel, grid_for(rows, kWarpsPerBlock), kThreads, 0, x.data, x.nb[1],
-           wp, eps, y.data, y.nb[1], rows, n);
+    launch("rms_norm_regs_kernel", rms_norm_regs_kernel<false>, grid_for(rows, kWarpsPerBlock), kThreads, 0, x.data,
+           x.nb[1], wp, eps, y.data, y.nb[1], rows, n, NormQuant{});
     return;
   }
   launch("rms_norm_kernel", rms_norm_kernel, grid_for(rows, kWarpsPerBlock), kThreads, 0, x.data, x.nb[1], wp, eps,
          y.data, y.nb[1], rows, n);
+}
+
+void CudaBackend::rms_norm_for(const Tensor& x, const Tensor& w, float eps, const Tensor& y,
+                               const backend::MatmulConsumers& consumers) {
+  n_twins = 0;  // y is rewritten
+  const int64_t rows = y.rows(), n = y.ne[0];
+  const bool shapes = x.type == TensorType::kF32 && y.type == TensorType::kF32 && x.ne[0] == n && x.rows() == rows &&
+                      y.ne[1] == rows && (!w.valid() || w.ne[0] == n) && rows > 0 && n <= 32 * kRmsRegs;
+  if (shapes) {
+    const TwinScope twin_scope(*this);
+    NormQuant q;
+    q.n = plan_quant_twins(*this, y, consumers, n);
+    if (q.n > 0) {
+      for (int i = 0; i < q.n; ++i) {
+        q.dst[i] = twins[i].act;
+        q.row_bytes[i] = act_row_bytes(twins[i].format, n);
+        q.format[i] = twins[i].format;
+      }
+      launch("rms_norm_regs_kernel<quant>", rms_norm_regs_kernel<true>, grid_for(rows, kWarpsPerBlock), kThreads, 0,
+             x.data, x.nb[1], w.valid() ? static_cast<const float*>(w.data) : nullptr, eps, y.data, y.nb[1], rows, n,
+             q);
+      return;
+    }
+  }
+  rms_norm(x, w, eps, y);
 }
 
 void CudaBackend::rope(const Tensor& x, int64_t rows_per_pos, int64_t p0, int64_t n_rot, const Tensor& freqs,

@@ -27,6 +27,7 @@ cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
   o.forms.hc_cluster = options.cuda_hc_cluster;
   o.forms.attn_decode = options.cuda_attn_decode;
   o.forms.stream_products = options.cuda_stream_products;
+  o.forms.fused_quant = options.cuda_fused_quant;
   return o;
 }
 #endif

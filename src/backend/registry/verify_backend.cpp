@@ -111,6 +111,12 @@ class VerifyingBackend final : public Backend {
     r_->rope(ref(x), rows_per_pos, p0, n_rot, ref(freqs), inverse);
     check("rope", {{"x", x}});
   }
+  void rms_norm_for(const Tensor& x, const Tensor& w, float eps, const Tensor& y,
+                    const backend::MatmulConsumers& consumers) override {
+    p_->rms_norm_for(x, w, eps, y, consumers);
+    r_->rms_norm(ref(x), ref(w), eps, ref(y));
+    check("rms_norm", {{"y", y}});
+  }
   void rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t rows_per_pos, int64_t p0, int64_t n_rot,
                      const Tensor& freqs) override {
     p_->rms_norm_rope(x, w, eps, rows_per_pos, p0, n_rot, freqs);

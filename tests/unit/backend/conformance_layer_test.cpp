@@ -398,5 +398,119 @@ TEST_P(Conformance, HcPreNorm) {
   }
 }
 
+// rms_norm_for and hc_pre_norm with MatmulConsumers, then the matmuls that read their output: a backend
+// may quantize the output for them in the producing kernel (CUDA: its twins, cuda_backend.cuh); the
+// products must be the bits of matmul on the stored output. In the "rewritten" cases an op without
+// consumers writes the output again before the matmuls, so a copy of the first output must not be used.
+struct ProducerQuantCase {
+  std::string name;
+  bool hc;  // hc_pre_norm (hc 4, D = n, F16 fn) or rms_norm_for
+  int64_t rows, n;
+  TensorType t0, t1;  // the two consumers' weight types
+  bool rewritten = false;
+};
+
+TEST_P(Conformance, ProducerQuantizedMatmul) {
+  const std::vector<ProducerQuantCase> cases = {
+      {"norm_q8_0_iq2", false, 1, 1024, TensorType::kQ8_0, TensorType::kIQ2_XXS},
+      {"norm_rows3_q8_0_q2k", false, 3, 1024, TensorType::kQ8_0, TensorType::kQ2_K},
+      {"norm_rows9_q8_0_f16", false, 9, 512, TensorType::kQ8_0, TensorType::kF16},
+      {"norm_rewritten", false, 2, 1024, TensorType::kQ8_0, TensorType::kQ2_K, true},
+      {"hc_D2048_q8_0_iq2", true, 1, 2048, TensorType::kQ8_0, TensorType::kIQ2_XXS},
+      {"hc_tokens3_q2k_q8_0", true, 3, 2048, TensorType::kQ2_K, TensorType::kQ8_0},
+      {"hc_rewritten", true, 2, 2048, TensorType::kQ8_0, TensorType::kIQ2_XXS, true},
+  };
+  uint64_t seed = 1700;
+  for (const ProducerQuantCase& c : cases) {
+    SCOPED_TRACE("producer-quantized matmul case " + c.name);
+    if (!supported(Op::kMatmul, c.t0) || !supported(Op::kMatmul, c.t1) || !supported(Op::kMatmul, TensorType::kF16))
+      continue;
+    Ctx x(be());
+    Rng rng(++seed);
+    const int64_t n = c.n, rows = c.rows, outs[2] = {96, 64};
+    const TensorType types[2] = {c.t0, c.t1};
+    Tensor w[2];
+    const uint8_t* w_bytes[2];
+    for (int k = 0; k < 2; ++k) {
+      const int64_t ne[2] = {n, outs[k]};
+      w[k] = x.weight(types[k], weight_bytes(types[k], n, outs[k], rng, WeightGen::kQuantized, 0.5f), 2, ne);
+      w_bytes[k] = x.host_bytes_of_last();
+    }
+    backend::MatmulConsumers consumers;
+    consumers.add(c.t0);
+    consumers.add(c.t1);
+    const Tensor y = x.alloc(TensorType::kF32, n, rows);
+    const Tensor out0 = x.alloc(TensorType::kF32, outs[0], rows), out1 = x.alloc(TensorType::kF32, outs[1], rows);
+    std::vector<float> ry(static_cast<size_t>(rows * n));
+    const std::vector<float> Z = rng.normals(rows * n, 3.0f);  // the rewritten cases' second input
+    const Tensor z = x.f32(Z, n, rows);
+    std::function<void()> produce;
+    backend::HcPreNormArgs a;
+    std::vector<float> X, normw;
+    Tensor xin, nw;
+    if (c.hc) {
+      const int64_t hc = 4, n_mix = (2 + hc) * hc, HD = hc * n;
+      X = rng.normals(rows * HD);
+      normw = rng.normals(n, 0.5f);
+      std::vector<float> base = rng.normals(n_mix, 0.5f);
+      std::vector<float> scale = {rng.uniform(0.3f, 2.0f), rng.uniform(0.3f, 2.0f), rng.uniform(0.3f, 2.0f)};
+      const int64_t ne[2] = {HD, n_mix};
+      a.fn = x.weight(TensorType::kF16, weight_bytes(TensorType::kF16, HD, n_mix, rng, WeightGen::kRandom,
+                                                     1.5f / std::sqrt(static_cast<float>(HD))),
+                      2, ne);
+      const uint8_t* fn_bytes = x.host_bytes_of_last();
+      a.X = x.f32(X, HD, rows);
+      a.scale = x.f32_1d(scale);
+      a.base = x.f32_1d(base);
+      a.hc_eps = 1e-6f;
+      a.iters = 20;
+      a.norm = x.f32_1d(normw);
+      a.rms_eps = 1e-6f;
+      a.streams = x.alloc(TensorType::kF32, HD, rows);
+      a.mix = x.alloc(TensorType::kF32, n_mix, rows);
+      a.collapsed = x.alloc(TensorType::kF32, n, rows);
+      a.x = y;
+      a.post = x.alloc(TensorType::kF32, hc, rows);
+      a.comb = x.alloc(TensorType::kF32, hc * hc, rows);
+      a.x_consumers = consumers;
+      produce = [&] { be().hc_pre_norm(a); };
+      std::vector<float> mix(static_cast<size_t>(n_mix)), streams(static_cast<size_t>(HD)), coll(static_cast<size_t>(n)),
+          post(static_cast<size_t>(hc)), comb(static_cast<size_t>(hc * hc));
+      for (int64_t t = 0; t < rows; ++t) {
+        const float* Xt = X.data() + t * HD;
+        rms_norm_row(Xt, HD, nullptr, a.rms_eps, streams.data());
+        matmul(TensorType::kF16, fn_bytes, HD, n_mix, streams.data(), HD, 1, mix.data(), n_mix);
+        hc_pre_token(mix.data(), scale.data(), base.data(), hc, n, a.hc_eps, a.iters, Xt, coll.data(), post.data(),
+                     comb.data());
+        rms_norm_row(coll.data(), n, normw.data(), a.rms_eps, ry.data() + t * n);
+      }
+    } else {
+      X = rng.normals(rows * n, 2.0f);
+      normw = rng.normals(n, 0.3f);
+      for (auto& v : normw) v += 1.0f;
+      xin = x.f32(X, n, rows);
+      nw = x.f32_1d(normw);
+      produce = [&] { be().rms_norm_for(xin, nw, 1e-6f, y, consumers); };
+      for (int64_t t = 0; t < rows; ++t) rms_norm_row(X.data() + t * n, n, normw.data(), 1e-6f, ry.data() + t * n);
+    }
+    if (c.rewritten)
+      for (int64_t t = 0; t < rows; ++t) rms_norm_row(Z.data() + t * n, n, nullptr, 1e-6f, ry.data() + t * n);
+    const backend::MatmulJob jobs[2] = {{w[0], y, out0}, {w[1], y, out1}};
+    if (!x.step([&] {
+          produce();
+          if (c.rewritten) be().rms_norm(z, {}, 1e-6f, y);
+          be().matmul_batch(jobs);
+        }))
+      continue;
+    EXPECT_TRUE(same_f32("producer output", ry, x.get<float>(y), rows, n));
+    for (int k = 0; k < 2; ++k) {
+      std::vector<float> ref(static_cast<size_t>(rows * outs[k]));
+      matmul(types[k], w_bytes[k], n, outs[k], ry.data(), n, rows, ref.data(), outs[k]);
+      EXPECT_TRUE(same_f32("consumer " + std::to_string(k), ref, x.get<float>(k == 0 ? out0 : out1), rows, outs[k]));
+    }
+    count("producer_quantized_matmul");
+  }
+}
+
 }  // namespace
 }  // namespace dsv4::conformance
