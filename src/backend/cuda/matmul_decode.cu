@@ -95,30 +95,39 @@ __global__ void __launch_bounds__(kLongThreads) product_long_row_kernel(ProductA
   }
 }
 
-// The same for rows that fit whole in (dynamic) shared memory (x as floats, the weight row as its raw
-// bytes): the weight row is copied while the producer still runs, then x; a row costs one memory
-// latency, then warp 0 runs the lane chains (weights widened from shared memory as they are used).
-// Same bits as above. One launch serves up to kWholeRowJobs products of the same activation row
-// (matmul_batch's projections of one x: the compressors' and indexer's): CTA b is row b − begin[j] of
-// job j.
-constexpr int64_t kWholeRowMaxBytes = 112 * 1024;
+// The same for rows that fit whole in (dynamic) shared memory (x as floats, the weight rows as their raw
+// bytes): a CTA holds R = a.rows_per_cta consecutive output rows (as many as fit beside x in
+// kWholeRowCtaBytes, at most kProductWarps), each warp w < R copies row w's weights while the producer
+// still runs, then the CTA copies x once for its R rows; warp w then runs row w's lane chains (weights
+// widened from shared memory as they are used). A row costs one memory latency; x is read once per R
+// rows (one CTA per row had the 2624 rows of a CSA layer's projections read 43 MB of x for 21 MB of
+// weights). Same bits as above. One launch serves up to kWholeRowJobs products of the same activation
+// row (matmul_batch's projections of one x: the compressors' and indexer's): global row b·R + w is row
+// b·R + w − begin[j] of job j.
+constexpr int64_t kWholeRowMaxBytes = 112 * 1024;  // x and one row (R = 1)
+constexpr int64_t kWholeRowCtaBytes = 48 * 1024;   // x and R rows, R > 1: four CTAs per SM
 
 template <typename Ops>
 __global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(WholeRowJobs a) {
   static_assert(Ops::kLanes == 0, "float weights only");
   extern __shared__ __align__(16) unsigned char whole_smem[];
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid / 32;
+  const int64_t row_bytes = a.in * Ops::kBlockBytes;
   float* xs = reinterpret_cast<float*>(whole_smem);
-  uint8_t* ws = whole_smem + a.in * 4;
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  uint8_t* ws = whole_smem + a.in * 4 + warp * row_bytes;
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * a.rows_per_cta + warp;
+  const bool live = warp < a.rows_per_cta && g < a.begin[a.n_jobs];
   int j = 0;
-  while (j + 1 < a.n_jobs && blockIdx.x >= a.begin[j + 1]) ++j;
-  const int64_t o = blockIdx.x - a.begin[j];
-  const auto* x4 = static_cast<const float4*>(a.act);
-  const uint8_t* wrow = static_cast<const uint8_t*>(a.w[j]) + o * a.w_row_bytes[j];
-  const int nx = static_cast<int>(a.in / 4), nw = static_cast<int>(a.in * Ops::kBlockBytes / 16);
-  // The weight row (never written by a step) is copied while the producer still runs (preload.cuh).
-  for (int q = tid; q < nw; q += kLongThreads) preload::cp_async16(ws + 16 * q, wrow + 16 * q);
+  if (live)
+    while (j + 1 < a.n_jobs && g >= a.begin[j + 1]) ++j;
+  const int64_t o = g - a.begin[j];
+  if (live) {  // the weight row (never written by a step) while the producer still runs (preload.cuh)
+    const uint8_t* wrow = static_cast<const uint8_t*>(a.w[j]) + o * a.w_row_bytes[j];
+    for (int q = lane; q < static_cast<int>(row_bytes / 16); q += 32) preload::cp_async16(ws + 16 * q, wrow + 16 * q);
+  }
   wait_for_producer();
+  const auto* x4 = static_cast<const float4*>(a.act);
+  const int nx = static_cast<int>(a.in / 4);
   constexpr int kBatch = 8;
   for (int q0 = tid; q0 < nx; q0 += kLongThreads * kBatch) {
     float4 v[kBatch];
@@ -131,7 +140,7 @@ __global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(WholeRo
   }
   preload::cp_async_wait_all();
   __syncthreads();
-  if (tid >= 32) return;
+  if (!live) return;
   float p = rowops::lane_fma_chain<16>(
       static_cast<int>(a.in), lane, [ws](int i) { return Ops::load(ws, i); }, [xs](int i) { return xs[i]; });
   for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
@@ -188,8 +197,24 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
   if constexpr (kTables) {
     for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];  // (the dots compute the signs)
   }
-  wait_for_producer();  // the tables are constants; the ids and activations come from the producers
   const uint8_t* wz = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1);
+  // The CTA's weight rows of its first pair into L2 while the kernel before still runs. Which expert is
+  // not known until the producers are done, so the id is read speculatively (L2, not L1) and only
+  // chooses what to prefetch: a stale or wrong id costs bandwidth, never bits. moe launches the shared
+  // expert's product between the routing and this one, and a kernel's blocks start only once every
+  // block of the one before has passed its wait_for_producer (step_graph.cuh), so the routing kernel
+  // has completed and the id read here is final.
+  if (a.ids != nullptr && blockIdx.y < a.rows) {
+    const int64_t r = blockIdx.y;
+    const int32_t e = __ldcg(a.ids + (r / a.id_k) * a.id_stride + r % a.id_k);
+    const int64_t c0 = blockIdx.x * static_cast<int64_t>(kProductWarps) * kRoutedRows;
+    if (e >= 0 && e < a.n_expert && c0 < a.out) {
+      const int64_t rows = a.out - c0 < kProductWarps * kRoutedRows ? a.out - c0 : kProductWarps * kRoutedRows;
+      preload::prefetch_l2(wz + e * a.expert_bytes + c0 * a.w_row_bytes, rows * a.w_row_bytes, tid,
+                           static_cast<int>(blockDim.x));
+    }
+  }
+  wait_for_producer();  // the tables are constants; the ids and activations come from the producers
   float* yz = blockIdx.z == 0 ? a.y : a.y_z1;
   for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
     const uint8_t* src = static_cast<const uint8_t*>(a.act) + (r / a.act_div) * a.act_stride;
@@ -261,48 +286,48 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
 // from 0, one plain add each, exactly product_rows's partials) and runs the shuffle tree: the bits of
 // product_rows, whose lanes add the same values in the same order.
 constexpr int kSplitMaxBlocks = 1024;  // blocks per row this kernel holds in shared memory
+constexpr int kSplitRing = 3;          // a warp's ring slots: with vals[][] under 48 KiB of static shared memory
 
 template <typename Ops, int kSplit>
 __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(ProductArgs a) {
   static_assert(Ops::kLanes > 0 && kProductWarps % kSplit == 0, "quantized weights; warps divide into rows");
   constexpr int kRows = kProductWarps / kSplit;
   prefetch_weight_rows(a, blockIdx.x * static_cast<int64_t>(kRows), kRows);
-  wait_for_producer();
   __shared__ float vals[kRows][kSplitMaxBlocks];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
   const int slot = warp / kSplit, part = warp % kSplit;
   const int64_t o = blockIdx.x * static_cast<int64_t>(kRows) + slot;
   const int64_t nb = a.in / Ops::kBlock;
   constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
+  const uint8_t* w = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1) + (o < a.out ? o : 0) * a.w_row_bytes;
+  // Stageable types: this warp's runs of 32 blocks (part, part + kSplit, …) through its ring
+  // (matmul_types.cuh ring_fold), the first ones issued before the producer is waited for.
+  constexpr int kRunBytes = 32 * Ops::kBlockBytes;
+  __shared__ __align__(16) uint8_t ring[kProductWarps][stageable<Ops>() ? ring_bytes<Ops, kSplitRing>() : 16];
+  const bool staged = stageable<Ops>() && o < a.out && a.staged_loads && nb % 32 == 0 &&
+                      reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  const int runs_mine = static_cast<int>((nb / 32 - part + kSplit - 1) / kSplit);  // runs part + i·kSplit < nb / 32
+  const uint8_t* next = w + part * kRunBytes;
+  auto next_run = [&]() {
+    const uint8_t* run = next;
+    next += kSplit * kRunBytes;
+    return run;
+  };
+  if constexpr (stageable<Ops>()) {
+    if (staged) ring_start<Ops, kSplitRing>(ring[warp], runs_mine, next_run, lane);
+  }
+  wait_for_producer();
   const uint8_t* act =
       static_cast<const uint8_t*>(a.act) + (a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0);
   if (o < a.out) {
-    const uint8_t* w = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1) + o * a.w_row_bytes;
     if constexpr (Ops::kLanes == 1) {
-      bool staged = false;
       if constexpr (stageable<Ops>()) {
-        // This warp's runs of 32 blocks (part, part + kSplit, …) through its stage (matmul_types.cuh).
-        if (a.staged_loads && nb % 32 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
-          staged = true;
-          constexpr int kRuns = 2;  // with vals[][] under the 48 KiB of static shared memory
-          __shared__ __align__(16) uint8_t stage[kProductWarps][stage_bytes<Ops, kRuns>()];
-          uint8_t* st = stage[threadIdx.x / 32];
-          constexpr int kRunBytes = 32 * Ops::kBlockBytes;
-          const int64_t mine = (nb / 32 - part + kSplit - 1) / kSplit;  // runs part + i·kSplit < nb / 32
-          // The next kRuns runs are loaded into registers while the current ones are folded.
-          uint4 v[stage_words_per_lane<Ops, kRuns>()];
-          auto run_at = [&](int64_t i0) { return [&, i0](int r) { return w + (part + (i0 + r) * kSplit) * kRunBytes; }; };
-          auto runs_at = [&](int64_t i0) { return static_cast<int>(mine - i0 < kRuns ? mine - i0 : kRuns); };
-          if (mine > 0) stage_fetch<Ops, kRuns>(v, run_at(0), runs_at(0), lane);
-          for (int64_t i0 = 0; i0 < mine; i0 += kRuns) {
-            const int runs = runs_at(i0);
-            stage_commit<Ops, kRuns>(st, v, runs, lane);
-            if (i0 + kRuns < mine) stage_fetch<Ops, kRuns>(v, run_at(i0 + kRuns), runs_at(i0 + kRuns), lane);
-            for (int r = 0; r < runs; ++r) {
-              const int64_t b = (part + (i0 + r) * kSplit) * 32 + lane;
-              vals[slot][b] = Ops::block_dot(st + r * kRunBytes + lane * Ops::kBlockBytes, act + b * kActBytes);
-            }
-          }
+        if (staged) {
+          int64_t b = static_cast<int64_t>(part) * 32 + lane;
+          ring_fold<Ops, kSplitRing>(ring[warp], runs_mine, next_run, [&](const uint8_t* run) {
+            vals[slot][b] = Ops::block_dot(run + lane * Ops::kBlockBytes, act + b * kActBytes);
+            b += 32 * kSplit;
+          }, lane);
         }
       }
       if (!staged) {
@@ -332,57 +357,49 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
 }
 
 // One activation row × a stageable one-lane type with many output rows (decode's q_b and the grouped
-// W_oa: 8192-32768 rows of 1-4 runs of 32 blocks), which the general product_kernel runs as one warp
-// per row — every warp one memory latency, then its compute, then it leaves, and ~1.3 waves of CTAs
-// for the 8192-row W_oa (a second, mostly idle wave). Here the grid is what the SMs hold at once and
-// each warp streams a contiguous range of rows: their runs, kStreamRuns at a time, go through the
-// warp's shared-memory stage, and the next chunk's 16-byte loads are issued before the current one is
-// folded, so a warp always has weight bytes in flight; the first chunk is loaded before
-// wait_for_producer (weights are never written by a step). Lane l still adds the values of blocks
-// l, l + 32, … of each row in ascending order from 0 and the shuffle tree ends it: product_rows's bits.
-constexpr int kStreamRuns = 2;
+// W_oa: 8192-32768 rows of 1-4 runs of 32 blocks; the LM head), which the general product_kernel runs as
+// one warp per row — every warp one memory latency, then its compute, then it leaves, and ~1.3 waves of
+// CTAs for the 8192-row W_oa (a second, mostly idle wave). Here the grid is what the SMs hold at once and
+// each warp streams a contiguous range of rows: their runs, in order across the rows, go through the
+// warp's ring (matmul_types.cuh ring_fold: kStreamRing − 1 runs in flight while one is folded), the first
+// ones issued before wait_for_producer (weights are never written by a step). Lane l still adds the
+// values of blocks l, l + 32, … of each row in ascending order from 0 and the shuffle tree ends it:
+// product_rows's bits.
+constexpr int kStreamRing = 4;
 
 template <typename Ops>
 __global__ void __launch_bounds__(32 * kProductWarps) product_stream_kernel(ProductArgs a, int rows_per_warp) {
   static_assert(stageable<Ops>(), "one-lane block types with whole 16-byte runs");
   constexpr int kRunBytes = 32 * Ops::kBlockBytes;
   constexpr int kActBytes = ActOps<Ops::kAct>::kBytes;
-  __shared__ __align__(16) uint8_t stage[kProductWarps][kStreamRuns * kRunBytes];
+  __shared__ __align__(16) uint8_t ring[kProductWarps][ring_bytes<Ops, kStreamRing>()];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
-  uint8_t* st = stage[warp];
+  uint8_t* st = ring[warp];
   const int64_t first = (blockIdx.x * static_cast<int64_t>(kProductWarps) + warp) * rows_per_warp;
   if (first >= a.out) return wait_for_producer();
   const int n_rows = static_cast<int>(a.out - first < rows_per_warp ? a.out - first : rows_per_warp);
   const int runs_per_row = static_cast<int>(a.in / Ops::kBlock / 32);
-  const int chunks_per_row = (runs_per_row + kStreamRuns - 1) / kStreamRuns;
   const uint8_t* w = static_cast<const uint8_t*>(a.w) + first * a.w_row_bytes;
-  // The chunk being folded is (row, g); the one being fetched (f_row, f_g): runs [g·kStreamRuns, …) of
-  // row first + row. Counters, not divisions (64-bit division is a long instruction sequence).
-  uint4 v[stage_words_per_lane<Ops, kStreamRuns>()];
+  // The next run to issue is run f_g of row first + f_row (counters, not divisions).
   int f_row = 0, f_g = 0;
-  auto fetch = [&]() {  // the chunk's runs are consecutive in the row: matmul_types.cuh's stage_fetch
-    const uint8_t* src = w + f_row * a.w_row_bytes + f_g * (kStreamRuns * kRunBytes);
-    const int left = runs_per_row - f_g * kStreamRuns;
-    stage_fetch<Ops, kStreamRuns>(v, [src](int r) { return src + r * kRunBytes; },
-                                  left < kStreamRuns ? left : kStreamRuns, lane);
-    if (++f_g == chunks_per_row) f_g = 0, ++f_row;
+  auto next_run = [&]() {
+    const uint8_t* run = w + f_row * a.w_row_bytes + f_g * kRunBytes;
+    if (++f_g == runs_per_row) f_g = 0, ++f_row;
+    return run;
   };
-  fetch();  // weights are never written by a step: before the producer is waited for
+  const int n_runs = n_rows * runs_per_row;
+  ring_start<Ops, kStreamRing>(st, n_runs, next_run, lane);
   wait_for_producer();
   // Grouped products: row o reads the activation row act_group_bytes · (o / act_group_rows) further.
   const int64_t group_rows = a.act_group_rows > 0 ? a.act_group_rows : INT64_MAX;
   int64_t group = first / group_rows, in_group = first - group * group_rows;
   const uint8_t* act = static_cast<const uint8_t*>(a.act) + (a.act_group_rows > 0 ? group * a.act_group_bytes : 0);
   float p = 0.0f;
-  for (int row = 0, g = 0; row < n_rows;) {
-    const int left = runs_per_row - g * kStreamRuns, runs = left < kStreamRuns ? left : kStreamRuns;
-    stage_commit<Ops, kStreamRuns>(st, v, runs, lane);  // after the warp's reads of the previous chunk
-    if (f_row < n_rows) fetch();  // in flight while this chunk is folded
-    for (int r = 0; r < runs; ++r) {
-      const int b = (g * kStreamRuns + r) * 32 + lane;
-      p = p + Ops::block_dot(st + r * kRunBytes + lane * Ops::kBlockBytes, act + b * kActBytes);
-    }
-    if (++g == chunks_per_row) {
+  int row = 0, g = 0;  // the run being folded: run g of row first + row
+  ring_fold<Ops, kStreamRing>(st, n_runs, next_run, [&](const uint8_t* run) {
+    const int b = g * 32 + lane;
+    p = p + Ops::block_dot(run + lane * Ops::kBlockBytes, act + b * kActBytes);
+    if (++g == runs_per_row) {
       float q = p;
       for (int sh = 16; sh >= 1; sh >>= 1) q = q + __shfl_down_sync(0xffffffffu, q, sh);
       if (lane == 0) a.y[first + row] = q;
@@ -391,7 +408,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_stream_kernel(Prod
       ++row;
       if (++in_group == group_rows) in_group = 0, act += a.act_group_bytes;
     }
-  }
+  }, lane);
 }
 
 // One launch of product_whole_row_kernel for the jobs (whole_row_fits each; same type, act and in).
@@ -404,6 +421,8 @@ void launch_whole_rows(CudaBackend& be, std::span<const ProductArgs* const> jobs
   WholeRowJobs w;
   w.act = jobs[0]->act;
   w.in = jobs[0]->in;
+  const int64_t row_bytes = w.in * Ops::kBlockBytes, left = kWholeRowCtaBytes - w.in * 4;
+  w.rows_per_cta = static_cast<int>(left < row_bytes ? 1 : (left / row_bytes > kProductWarps ? kProductWarps : left / row_bytes));
   w.n_jobs = static_cast<int>(jobs.size());
   w.begin[0] = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
@@ -412,8 +431,9 @@ void launch_whole_rows(CudaBackend& be, std::span<const ProductArgs* const> jobs
     w.y[j] = jobs[j]->y;
     w.begin[j + 1] = w.begin[j] + static_cast<uint32_t>(jobs[j]->out);
   }
-  be.launch("product_whole_row_kernel", product_whole_row_kernel<Ops>, w.begin[jobs.size()], kLongThreads,
-            static_cast<size_t>(w.in * (4 + Ops::kBlockBytes)), w);
+  be.launch("product_whole_row_kernel", product_whole_row_kernel<Ops>,
+            static_cast<unsigned>(blocks_for(w.begin[jobs.size()], w.rows_per_cta)), kLongThreads,
+            static_cast<size_t>(w.in * 4 + w.rows_per_cta * row_bytes), w);
 }
 
 // Whether the stream form takes `a` (one activation row, no experts or pair, whole runs of 16-byte
@@ -459,12 +479,18 @@ int split_factor(const CudaBackend& be, const ProductArgs& a) {
   return split;
 }
 
-// One activation row of float weights with long aligned rows (the long-row and whole-row forms).
-bool long_row_fits(const ProductArgs& a) {
-  return a.rows == 1 && a.ids == nullptr && a.act_group_rows == 0 && a.w_z1 == nullptr && a.in >= kLongStage &&
-         a.in % kLongStage == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.w_row_bytes % 16 == 0 &&
+// One activation row of float weights with aligned rows: the whole-row form (rows of block_bytes-byte
+// elements that fit beside x in shared memory), the long-row form (rows of kLongStage multiples).
+bool one_aligned_row(const ProductArgs& a) {
+  return a.rows == 1 && a.ids == nullptr && a.act_group_rows == 0 && a.w_z1 == nullptr &&
+         reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.w_row_bytes % 16 == 0 &&
          reinterpret_cast<uintptr_t>(a.act) % 16 == 0 && a.out <= INT32_MAX;
 }
+bool whole_row_fits(const ProductArgs& a, int block_bytes) {
+  return one_aligned_row(a) && a.in > 0 && a.in % 4 == 0 && (a.in * block_bytes) % 16 == 0 &&
+         a.in * (4 + block_bytes) <= kWholeRowMaxBytes;
+}
+bool long_row_fits(const ProductArgs& a) { return one_aligned_row(a) && a.in >= kLongStage && a.in % kLongStage == 0; }
 
 }  // namespace
 
@@ -475,7 +501,7 @@ int enqueue_whole_row_products(CudaBackend& be, std::span<const ProductArgs> job
   const ProductArgs& j0 = jobs[0];
   int64_t total = 0;
   for (const ProductArgs& j : jobs) {
-    if (!long_row_fits(j) || j.type != j0.type || j.act != j0.act || j.in != j0.in) return 0;
+    if (j.type != j0.type || j.act != j0.act || j.in != j0.in) return 0;
     total += j.out;
   }
   if (total > INT32_MAX) return 0;
@@ -483,7 +509,8 @@ int enqueue_whole_row_products(CudaBackend& be, std::span<const ProductArgs> job
   dispatch_type(j0.type, [&](auto ops) {
     using Ops = decltype(ops);
     if constexpr (Ops::kLanes == 0) {
-      if (j0.in * (4 + Ops::kBlockBytes) > kWholeRowMaxBytes) return;
+      for (const ProductArgs& j : jobs)
+        if (!whole_row_fits(j, Ops::kBlockBytes)) return;
       const ProductArgs* ptrs[kWholeRowJobs];
       for (size_t j = 0; j < jobs.size(); ++j) ptrs[j] = &jobs[j];
       launch_whole_rows<Ops>(be, std::span<const ProductArgs* const>(ptrs, jobs.size()));
@@ -495,14 +522,13 @@ int enqueue_whole_row_products(CudaBackend& be, std::span<const ProductArgs> job
 
 bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
   const bool pair = a.w_z1 != nullptr;
-  // One activation row of float weights with long aligned rows: a CTA per output row (above).
+  // One activation row of float weights with aligned rows: the whole-row form, else the long-row form.
   const bool long_row = long_row_fits(a);
   bool handled = false;
   dispatch_type(a.type, [&](auto ops) {
     if constexpr (decltype(ops)::kLanes == 0) {
       using Ops = decltype(ops);
-      const int64_t whole_bytes = a.in * (4 + Ops::kBlockBytes);
-      if (long_row && whole_bytes <= kWholeRowMaxBytes) {
+      if (whole_row_fits(a, Ops::kBlockBytes)) {
         handled = true;
         const ProductArgs* one = &a;
         launch_whole_rows<Ops>(be, std::span<const ProductArgs* const>(&one, 1));

@@ -409,8 +409,8 @@ __device__ __forceinline__ void quantize_block_warp(const float* x, const float*
 // one load per 2 bytes of its block (Q8_0: 17 loads of 16 bits, the blocks are only 2-byte aligned),
 // so a warp's loads, not the bandwidth, limit the product. Instead a warp copies runs of 32 blocks (a
 // whole number of 16-byte words: 1088 bytes for Q8_0) with 16-byte streaming loads into its own
-// shared-memory stage, up to kRuns runs at a time (4 in product_kernel; 2 in the split form, whose
-// per-block values also live in shared memory), and lane l then reads block l of each run there. Same
+// shared-memory stage, up to kRuns runs at a time (4 in product_kernel: stage_runs; the decode forms keep
+// a ring of runs in flight instead: ring_fold), and lane l then reads block l of each run there. Same
 // blocks, same block_dot, same order of the lane partials: the same bits.
 
 template <typename Ops>
@@ -424,45 +424,72 @@ constexpr int stage_bytes() {
   return kRuns * 32 * Ops::kBlockBytes;
 }
 
-// A warp's stage in two halves, so that the next runs' loads can be in flight while the current ones
-// are folded: stage_fetch loads runs r < runs ≤ kRuns (32 blocks at run(r), 16-byte aligned) into the
-// lanes' registers v, stage_commit writes them to st[r·32·kBlockBytes, …) once the warp's earlier
-// reads of st are complete. Every lane of the warp calls both.
-template <typename Ops, int kRuns>
-constexpr int stage_words_per_lane() {
-  return (kRuns * (32 * Ops::kBlockBytes / 16) + 31) / 32;
-}
-
+// st[r·32·kBlockBytes, …) = run r (32 blocks at run(r), 16-byte aligned) for r < runs ≤ kRuns, by the
+// lanes' 16-byte streaming loads, once the warp's earlier reads of st are complete. Every lane calls it.
 template <typename Ops, int kRuns, typename RunPtr>
-__device__ __forceinline__ void stage_fetch(uint4 (&v)[stage_words_per_lane<Ops, kRuns>()], RunPtr run, int runs,
-                                            int lane) {
-  constexpr int kWords = 32 * Ops::kBlockBytes / 16;
+__device__ __forceinline__ void stage_runs(uint8_t* st, RunPtr run, int runs, int lane) {
+  constexpr int kWords = 32 * Ops::kBlockBytes / 16, kPerLane = (kRuns * kWords + 31) / 32;
+  uint4 v[kPerLane];
 #pragma unroll
-  for (int i = 0; i < stage_words_per_lane<Ops, kRuns>(); ++i) {
+  for (int i = 0; i < kPerLane; ++i) {
     const int q = lane + 32 * i, r = q / kWords;
     if (r < runs) v[i] = __ldcs(reinterpret_cast<const uint4*>(run(r)) + (q - r * kWords));
   }
-}
-
-template <typename Ops, int kRuns>
-__device__ __forceinline__ void stage_commit(uint8_t* st, const uint4 (&v)[stage_words_per_lane<Ops, kRuns>()], int runs,
-                                             int lane) {
-  constexpr int kWords = 32 * Ops::kBlockBytes / 16;
   __syncwarp();
 #pragma unroll
-  for (int i = 0; i < stage_words_per_lane<Ops, kRuns>(); ++i) {
+  for (int i = 0; i < kPerLane; ++i) {
     const int q = lane + 32 * i;
     if (q / kWords < runs) reinterpret_cast<uint4*>(st)[q] = v[i];
   }
   __syncwarp();
 }
 
-// Both at once: st[r·32·kBlockBytes, …) = run r for r < runs ≤ kRuns.
-template <typename Ops, int kRuns, typename RunPtr>
-__device__ __forceinline__ void stage_runs(uint8_t* st, RunPtr run, int runs, int lane) {
-  uint4 v[stage_words_per_lane<Ops, kRuns>()];
-  stage_fetch<Ops, kRuns>(v, run, runs, lane);
-  stage_commit<Ops, kRuns>(st, v, runs, lane);
+// A warp's ring of kRing run slots in shared memory (ring_bytes<Ops, kRing>(), 16-byte aligned), filled
+// by cp.async: no registers hold the loads in flight, so kRing − 1 runs are in flight per warp while one
+// is folded (stage_fetch's registers allow one chunk; the decode forms' rows of one or two Q8_0 runs then
+// kept ~1 KB in flight per warp: 2 TB/s). The warp's runs come from next_run() in order (the caller's
+// counters); ring_start issues the first kRing − 1 (weights only: allowed before wait_for_producer),
+// ring_fold then, for i < n, issues run i + kRing − 1, waits for run i and calls fold(run i's slot).
+// The folds see the same bytes at the same offsets as a stage: the same bits. Every lane calls both.
+template <typename Ops, int kRing>
+constexpr int ring_bytes() {
+  return kRing * 32 * Ops::kBlockBytes;
+}
+
+template <typename Ops>
+__device__ __forceinline__ void ring_issue(uint8_t* slot, const uint8_t* run, int lane) {
+  constexpr int kWords = 32 * Ops::kBlockBytes / 16;
+#pragma unroll
+  for (int k = 0; k < (kWords + 31) / 32; ++k) {
+    const int q = lane + 32 * k;
+    if (q < kWords) preload::cp_async16(slot + 16 * q, run + 16 * q);
+  }
+}
+
+template <typename Ops, int kRing, typename NextRun>
+__device__ __forceinline__ void ring_start(uint8_t* ring, int n, NextRun& next_run, int lane) {
+  static_assert(stageable<Ops>() && kRing >= 2, "whole 16-byte runs; one slot folded, the others in flight");
+#pragma unroll
+  for (int i = 0; i < kRing - 1; ++i) {
+    if (i < n) ring_issue<Ops>(ring + i * (32 * Ops::kBlockBytes), next_run(), lane);
+    preload::cp_async_commit();  // one group per run (empty past n): ring_fold counts on it
+  }
+}
+
+template <typename Ops, int kRing, typename NextRun, typename Fold>
+__device__ __forceinline__ void ring_fold(uint8_t* ring, int n, NextRun& next_run, Fold&& fold, int lane) {
+  constexpr int kRunBytes = 32 * Ops::kBlockBytes;
+  int slot = 0;
+  for (int i = 0; i < n; ++i) {
+    const int refill = slot == 0 ? kRing - 1 : slot - 1;  // (i + kRing − 1) % kRing: run i − 1's slot
+    __syncwarp();                                        // every lane's reads of run i − 1 are done
+    if (i + kRing - 1 < n) ring_issue<Ops>(ring + refill * kRunBytes, next_run(), lane);
+    preload::cp_async_commit();
+    preload::cp_async_wait_group<kRing - 1>();  // groups 0 … i (runs ≤ i) of this lane have landed
+    __syncwarp();                               // … and of every lane
+    fold(ring + slot * kRunBytes);
+    slot = slot + 1 == kRing ? 0 : slot + 1;
+  }
 }
 
 // matmul_decode.cu: launches the decode form that enqueue_product (matmul.cu) would pick for `a`
@@ -481,7 +508,8 @@ struct WholeRowJobs {
   const void* act = nullptr;
   int64_t in = 0;
   int n_jobs = 0;
-  uint32_t begin[kWholeRowJobs + 1] = {};  // CTA b is row b − begin[j] of job j (begin[n_jobs]: all rows)
+  int rows_per_cta = 1;                    // R: CTA b holds rows b·R … b·R + R − 1 of the jobs' rows
+  uint32_t begin[kWholeRowJobs + 1] = {};  // row g is row g − begin[j] of job j (begin[n_jobs]: all rows)
   const void* w[kWholeRowJobs] = {};
   int64_t w_row_bytes[kWholeRowJobs] = {};
   float* y[kWholeRowJobs] = {};

@@ -461,21 +461,24 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
     return a;
   };
 
-  // 2. gate / up per pair (activation row t = pair / K), then the shared expert's per token.
-  if (nk > 0) {
-    if (pair_ok(m.gate_exps, m.up_exps)) {  // gate and up in one launch
-      submit_x(routed(m.gate_exps, D, I, K, G, &m.up_exps, U), fg);
-    } else {
-      submit_x(routed(m.gate_exps, D, I, K, G), fg);
-      submit_x(routed(m.up_exps, D, I, K, U), fu);
-    }
-  }
+  // 2. The shared expert's gate / up per token, then gate / up per pair (activation row t = pair / K). In
+  // this order the shared product (fixed weights, loaded before its wait) overlaps the routing kernel,
+  // and the routed one runs two launches after the routing: its blocks start once the routing is done,
+  // so they prefetch their experts' rows while the shared product runs (matmul_decode.cu).
   if (shared) {
     if (pair_ok(m.gate_sh, m.up_sh)) {
       submit_x(dense(m.gate_sh, D, Is, Gs, &m.up_sh, Us), fgs);
     } else {
       submit_x(dense(m.gate_sh, D, Is, Gs), fgs);
       submit_x(dense(m.up_sh, D, Is, Us), fus);
+    }
+  }
+  if (nk > 0) {
+    if (pair_ok(m.gate_exps, m.up_exps)) {  // gate and up in one launch
+      submit_x(routed(m.gate_exps, D, I, K, G, &m.up_exps, U), fg);
+    } else {
+      submit_x(routed(m.gate_exps, D, I, K, G), fg);
+      submit_x(routed(m.up_exps, D, I, K, U), fu);
     }
   }
 

@@ -7,7 +7,8 @@
 //   prefetch_l2:    a byte range into L2 (cp.async.bulk.prefetch: no registers, no completion to wait
 //                   for; the later loads hit L2 instead of HBM).
 //   cp_async16:     16 bytes global → shared, asynchronous (cp.async.cg); cp_async_wait_all() waits for
-//                   the thread's copies (then __syncthreads makes them visible to the CTA).
+//                   the thread's copies (then __syncthreads makes them visible to the CTA);
+//                   cp_async_commit / cp_async_wait_group<n> pipeline them in groups.
 //   BulkStage:      global → shared by the copy engine (cp.async.bulk, completing on an mbarrier): one
 //                   thread issues a whole row, so one SM moves ~100 KB at the engine's rate instead of
 //                   as thousands of 16-byte requests (hc_pre_norm's 8 SMs: 24 µs with those).
@@ -44,6 +45,14 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 }
 
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// The thread's cp.async copies issued since the last commit as one group (possibly empty), and the wait
+// until at most `pending` of its groups are still in flight (older groups complete first).
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int pending>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(pending) : "memory");
+}
 
 // Rows global → shared through the copy engine, completing on one mbarrier (a __shared__ uint64_t of
 // the kernel; one use per kernel: phase 0). Every thread of the CTA calls init() (then a

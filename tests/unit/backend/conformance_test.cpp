@@ -370,6 +370,15 @@ std::vector<BatchCase> batch_cases() {
     for (int k = 0; k < 9; ++k) d.jobs.push_back({TensorType::kF16, 4096, 3 + k, 0, 1});
     v.push_back(d);
   }
+  {  // float jobs of one launch whose rows cross the launch's groups of rows (a GPU holds several rows per
+     // CTA: 4 of 4096 F16 columns, 8 of 1024) at odd places, the last group part-filled
+    for (int64_t in : {4096, 1024}) {
+      BatchCase c{"decode_f16_rows_across_groups_" + std::to_string(in), {in}, {1}, {}};
+      c.jobs = {{TensorType::kF16, in, 3, 0, 1}, {TensorType::kF16, in, 6, 0, 1}, {TensorType::kF16, in, 5, 0, 1},
+                {TensorType::kF16, in, 11, 0, 1}};
+      v.push_back(c);
+    }
+  }
   return v;
 }
 
