@@ -36,6 +36,12 @@ void Backend::rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t
   rope(x, rows_per_pos, p0, n_rot, freqs, false);
 }
 
+void Backend::attention_unrope(const AttentionArgs& a, int64_t n_rot, const Tensor& freqs) {
+  attention(a);
+  if (a.n_head <= 0 || a.o.ne[0] % a.n_head != 0) return;  // attention has reported the shapes
+  rope(a.o.as_rows(a.o.ne[0] / a.n_head), a.n_head, a.p0, n_rot, freqs, true);
+}
+
 Tensor Tensor::rows(int64_t begin, int64_t n) const {
   Tensor v = *this;
   v.data = static_cast<uint8_t*>(data) + begin * nb[1];

@@ -402,6 +402,11 @@ class Backend {
   //   den = exp(sink_h − M) + Σ_j p_j (32 partials + fixed tree);
   //   o_h[c] = (Σ_j p_j·k_j[c]) / den (fma chain over j from 0, one division).
   virtual void attention(const AttentionArgs& a) = 0;
+  // The attention block's output heads with their positions taken back out: attention(a), then
+  // rope(o as [n·H][d] rows, H, a.p0, n_rot, freqs, inverse = true): exactly those two ops in that order,
+  // with their bits in a.o. This default runs the two ops; a backend may override it with a fused
+  // kernel (CUDA: the decode form's lanes hold adjacent columns, so a rotated pair is two lanes of a warp).
+  virtual void attention_unrope(const AttentionArgs& a, int64_t n_rot, const Tensor& freqs);
   // Stores the chunk's kv rows [n][d] into the ring [W][d] (slot p mod W) for the next chunks: the
   // rows of positions max(p0, p0 + n − W) … p0 + n − 1.
   virtual void kv_store(const Tensor& kv, int64_t p0, const Tensor& ring) = 0;

@@ -197,9 +197,8 @@ void Session::attention_block(int64_t il, int64_t p0, int64_t n) {
   att.window = s.n_swa;
   att.ratio = ratio;
   att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  backend_.attention(att);
+  backend_.attention_unrope(att, s.n_rot, freqs);  // the heads' positions rotated back out of o
   backend_.kv_store(kv, p0, ls.raw);
-  backend_.rope(o.as_rows(d), H, p0, s.n_rot, freqs, true);
 
   // Grouped low-rank output: v_g = A_g · (heads of group g), y = W_ob · concat(v_g); group g reads
   // columns [g·in_g, (g+1)·in_g) of o and writes columns [g·R, (g+1)·R) of v, in place.

@@ -507,7 +507,16 @@ void CudaBackend::indexer_topk(const Tensor& qI, const Tensor& g, float gscale0,
 
 // --- attention ------------------------------------------------------------------------------------
 
-void CudaBackend::attention(const backend::AttentionArgs& a) {
+void CudaBackend::attention(const backend::AttentionArgs& a) { attend(a, 0, nullptr); }
+
+void CudaBackend::attention_unrope(const backend::AttentionArgs& a, int64_t n_rot, const Tensor& freqs) {
+  attend(a, n_rot, &freqs);
+}
+
+// Attention, then (freqs set) rope(o as [n·H][d], H, p0, n_rot, freqs, inverse): fused into the decode
+// form's output (attention_decode.cu) when every pass takes it and the rotated pairs are lane pairs (d
+// and n_rot even), else the rope op after the passes.
+void CudaBackend::attend(const backend::AttentionArgs& a, int64_t n_rot, const Tensor* freqs) {
   const int64_t n = a.q.ne[1], H = a.n_head, d = a.kv.ne[0], W = a.window, p0 = a.p0;
   const bool has_comp = a.comp.valid(), csa = has_comp && a.comp_index.valid();
   if (H <= 0 || W <= 0 || p0 < 0 || a.q.ne[0] != H * d || a.o.ne[0] != H * d || a.o.ne[1] != n || a.kv.ne[1] != n ||
@@ -566,10 +575,19 @@ void CudaBackend::attention(const backend::AttentionArgs& a) {
   k.S = reinterpret_cast<float*>(base);
   k.den = reinterpret_cast<float*>(base + align256(G * H * k.maxk * 4));
   k.ncomp = reinterpret_cast<int32_t*>(base + align256(G * H * k.maxk * 4) + align256(G * H * 4));
+  // The decode form takes a pass when it fits (monotone in the pass's queries: the first pass decides).
+  k.n = std::min(G, n);
+  const bool decode_form = forms().attn_decode && detail::decode_attention_fits(k);
+  const bool fused_unrope = freqs != nullptr && decode_form && d % 2 == 0 && n_rot > 0 && n_rot % 2 == 0 &&
+                            n_rot <= d && freqs->type == TensorType::kF32 && freqs->ne[0] * 2 >= n_rot;
+  if (fused_unrope) {
+    k.unrope_n_rot = n_rot;
+    k.unrope_freqs = static_cast<const float*>(freqs->data);
+  }
   for (int64_t t0 = 0; t0 < n; t0 += G) {
     k.t0 = t0;
     k.n = std::min(G, n - t0);
-    if (forms().attn_decode && detail::decode_attention_fits(k)) {  // attention_decode.cu: keys staged once for a group of heads
+    if (decode_form) {  // attention_decode.cu: keys staged once for a group of heads
       detail::enqueue_decode_attention_scores(*this, k);
       detail::enqueue_decode_attention_out(*this, k);
       continue;
@@ -579,6 +597,7 @@ void CudaBackend::attention(const backend::AttentionArgs& a) {
     launch("attn_softmax_kernel", attn_softmax_kernel, grid_for(k.n * H, kWarpsPerBlock), kThreads, 0, k);
     launch("attn_out_kernel", attn_out_kernel, grid_for(k.n * H * d, kThreads), kThreads, 0, k);
   }
+  if (freqs != nullptr && !fused_unrope) rope(a.o.as_rows(d), H, p0, n_rot, *freqs, true);
 }
 
 void CudaBackend::kv_store(const Tensor& kv, int64_t p0, const Tensor& ring) {

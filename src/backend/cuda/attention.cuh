@@ -42,6 +42,10 @@ struct AttnArgs {
   float* S;         // [n][H][maxk] logits, then probabilities (this pass's queries)
   float* den;       // [n][H]
   int32_t* ncomp;   // [n] compressed keys of query t (−1: a comp_index entry beyond capacity)
+  // > 0: the decode form's output rotated back, rope(o, H, p0, unrope_n_rot, unrope_freqs, inverse)
+  // (d and unrope_n_rot even: a rotated pair is two adjacent lanes).
+  int64_t unrope_n_rot = 0;
+  const float* unrope_freqs = nullptr;
 };
 
 __device__ __forceinline__ float neg_inf() { return hd::f32_from_bits(0xff800000u); }

@@ -176,37 +176,50 @@ __global__ void __launch_bounds__(kThreads) attn_out_tile_kernel(AttnArgs a) {
   const bool active = c < a.d && h < a.H;
   float* out = active ? row_ptr<float>(a.o, a.o_nb, a.t0 + t) + h * a.d + c : nullptr;
   const int64_t nc = a.ncomp[t];
-  if (nc < 0) {  // a comp_index entry beyond capacity (the CPU fails the step): NaN, never a bad read
-    if (active) *out = quiet_nan();
-    return;  // CTA-uniform
-  }
-  const int64_t p = a.p0 + a.t0 + t, lo = raw_first(a, p), nraw = p - lo + 1, nk = nraw + nc;
-  const float* P = h < a.H ? a.S + (t * a.H + h) * a.maxk : nullptr;  // the logits
-  const float M = P != nullptr ? rowops::std_max(a.sinks[h], detail::logits_max(P, nk, lane)) : 0.0f;
-  float kr[kOutKeysPerWarp], pr[kOutStage / 32], pcur[kOutStage / 32];
-  float acc = 0.0f, part = 0.0f;
-  if (nk > 0) load_out_stage(a, t, p, lo, nraw, nk, 0, c, P, M, lane, warp, kr, pr);
-  for (int64_t j0 = 0; j0 < nk; j0 += kOutStage) {
+  const int64_t p = a.p0 + a.t0 + t;
+  float v = quiet_nan();  // nc < 0: a comp_index entry beyond capacity (the CPU fails the step): NaN, never a bad read
+  if (nc >= 0) {          // CTA-uniform
+    const int64_t lo = raw_first(a, p), nraw = p - lo + 1, nk = nraw + nc;
+    const float* P = h < a.H ? a.S + (t * a.H + h) * a.maxk : nullptr;  // the logits
+    const float M = P != nullptr ? rowops::std_max(a.sinks[h], detail::logits_max(P, nk, lane)) : 0.0f;
+    float kr[kOutKeysPerWarp], pr[kOutStage / 32], pcur[kOutStage / 32];
+    float acc = 0.0f, part = 0.0f;
+    if (nk > 0) load_out_stage(a, t, p, lo, nraw, nk, 0, c, P, M, lane, warp, kr, pr);
+    for (int64_t j0 = 0; j0 < nk; j0 += kOutStage) {
 #pragma unroll
-    for (int r = 0; r < kOutKeysPerWarp; ++r) keys[warp + kWarps * r][lane] = kr[r];
+      for (int r = 0; r < kOutKeysPerWarp; ++r) keys[warp + kWarps * r][lane] = kr[r];
 #pragma unroll
-    for (int m = 0; m < kOutStage / 32; ++m) pcur[m] = pr[m];
-    __syncthreads();
-    if (j0 + kOutStage < nk) load_out_stage(a, t, p, lo, nraw, nk, j0 + kOutStage, c, P, M, lane, warp, kr, pr);
-    const int nj = static_cast<int>(std::min<int64_t>(kOutStage, nk - j0));
+      for (int m = 0; m < kOutStage / 32; ++m) pcur[m] = pr[m];
+      __syncthreads();
+      if (j0 + kOutStage < nk) load_out_stage(a, t, p, lo, nraw, nk, j0 + kOutStage, c, P, M, lane, warp, kr, pr);
+      const int nj = static_cast<int>(std::min<int64_t>(kOutStage, nk - j0));
 #pragma unroll
-    for (int m = 0; m < kOutStage / 32; ++m)
-      if (32 * m + lane < nj) part = part + pcur[m];  // den's lane partial: j ≡ lane mod 32, ascending
+      for (int m = 0; m < kOutStage / 32; ++m)
+        if (32 * m + lane < nj) part = part + pcur[m];  // den's lane partial: j ≡ lane mod 32, ascending
 #pragma unroll
-    for (int m = 0; m < kOutStage / 32; ++m) {  // unrolled (no break): pcur stays in registers
-      const int nm = std::max(0, std::min(32, nj - 32 * m));
-      for (int k = 0; k < nm; ++k)
-        acc = hd::fma(__shfl_sync(kFullMask, pcur[m], k), keys[32 * m + k][lane], acc);
+      for (int m = 0; m < kOutStage / 32; ++m) {  // unrolled (no break): pcur stays in registers
+        const int nm = std::max(0, std::min(32, nj - 32 * m));
+        for (int k = 0; k < nm; ++k)
+          acc = hd::fma(__shfl_sync(kFullMask, pcur[m], k), keys[32 * m + k][lane], acc);
+      }
+      __syncthreads();
     }
-    __syncthreads();
+    const float sum = rowops::warp_tree(part);
+    if (active) v = hd::div(acc, det::exp(a.sinks[h] - M) + sum);
   }
-  const float sum = rowops::warp_tree(part);
-  if (active) *out = hd::div(acc, det::exp(a.sinks[h] - M) + sum);
+  if (a.unrope_n_rot > 0) {
+    // rope(o, H, p0, n_rot, freqs, inverse) on the head's trailing n_rot columns: pair k = columns
+    // (d − n_rot + 2k, +1), lanes (2i, 2i + 1) of this warp (d − n_rot and the tile's start are even);
+    // rope_rotate's products and sums in its order.
+    const float other = __shfl_xor_sync(kFullMask, v, 1);
+    const int64_t tail = c - (a.d - a.unrope_n_rot);
+    if (active && tail >= 0) {
+      float cs, sn;
+      rowops::rope_cs(p, a.unrope_freqs[tail / 2], true, cs, sn);
+      v = (lane & 1) == 0 ? v * cs - other * sn : other * sn + v * cs;
+    }
+  }
+  if (active) *out = v;
 }
 
 }  // namespace

@@ -84,6 +84,7 @@ class CudaBackend final : public backend::Backend {
   void indexer_topk(const backend::Tensor& qI, const backend::Tensor& g, float gscale0, float gscale1,
                     const backend::Tensor& keys, int64_t p0, int64_t ratio, const backend::Tensor& out) override;
   void attention(const backend::AttentionArgs& a) override;
+  void attention_unrope(const backend::AttentionArgs& a, int64_t n_rot, const backend::Tensor& freqs) override;
   void kv_store(const backend::Tensor& kv, int64_t p0, const backend::Tensor& ring) override;
   void route(const backend::RouteArgs& r) override;
   void moe(const backend::MoeArgs& m) override;
@@ -196,6 +197,8 @@ class CudaBackend final : public backend::Backend {
   Result<void*> device_alloc(int64_t bytes, const char* what);
   // cudaFree of a device_alloc'd block of `bytes` (as asked; the rounding is redone here).
   void device_free(void* p, int64_t bytes);
+  // attention (n_rot = 0) or attention_unrope (attention.cu).
+  void attend(const backend::AttentionArgs& a, int64_t n_rot, const backend::Tensor* freqs);
 };
 
 }  // namespace dsv4::cuda

@@ -175,6 +175,13 @@ class VerifyingBackend final : public Backend {
     r_->attention(ra);
     check("attention", {{"o", a.o}});
   }
+  void attention_unrope(const AttentionArgs& a, int64_t n_rot, const Tensor& freqs) override {
+    AttentionArgs ra = a;
+    for (Tensor* t : {&ra.q, &ra.kv, &ra.ring, &ra.comp, &ra.comp_index, &ra.sinks, &ra.o}) *t = ref(*t);
+    p_->attention_unrope(a, n_rot, freqs);
+    r_->attention_unrope(ra, n_rot, ref(freqs));
+    check("attention_unrope", {{"o", a.o}});
+  }
   void kv_store(const Tensor& kv, int64_t p0, const Tensor& ring) override {
     p_->kv_store(kv, p0, ring);
     r_->kv_store(ref(kv), p0, ref(ring));

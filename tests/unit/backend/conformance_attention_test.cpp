@@ -253,6 +253,7 @@ struct AttnCase {
   std::vector<int64_t> chunks;  // attention + kv_store per chunk
   int specials = 0;             // 1: sinks ±inf / large, a NaN query element, huge logits
   bool unsorted = false;        // CSA: comp_index not ascending, with repeats
+  int64_t unrope = 0;           // > 0: attention_unrope with this n_rot (o's heads rotated back) instead of attention
 };
 
 std::vector<AttnCase> attn_cases() {
@@ -267,6 +268,14 @@ std::vector<AttnCase> attn_cases() {
       {"hca_odd_d7_W5", AttnKind::kHca, 5, 7, 5, 3, 0, 0, {2, 5, 6, 1, 11}},
       {"specials", AttnKind::kHca, 6, 32, 8, 4, 0, 9, {4, 9}, 1},
       {"one_head_W1", AttnKind::kSliding, 1, 16, 1, 0, 0, 0, {1, 2, 3}},
+      // attention_unrope: decode-sized chunks (a GPU's fused form), prompt chunks, an odd head width, a
+      // rotated tail across 32-column tiles (d 40, n_rot 16), the specials' NaN and infinite rows
+      {"unrope_real_csa_p2200", AttnKind::kCsa, 64, 512, 128, 4, 512, 2200, {1}, 0, false, 64},
+      {"unrope_real_sliding_p127", AttnKind::kSliding, 64, 512, 128, 0, 0, 127, {2}, 0, false, 64},
+      {"unrope_sliding_W128_seq", AttnKind::kSliding, 8, 512, 128, 0, 0, 0, {1, 127, 300, 3}, 0, false, 64},
+      {"unrope_csa_d40_tail16", AttnKind::kCsa, 3, 40, 8, 2, 3, 0, {1, 7, 17, 2}, 0, false, 16},
+      {"unrope_hca_odd_d7", AttnKind::kHca, 5, 7, 5, 3, 0, 0, {2, 5, 1}, 0, false, 4},
+      {"unrope_specials", AttnKind::kHca, 6, 32, 8, 4, 0, 9, {4, 9}, 1, false, 8},
   };
 }
 
@@ -334,6 +343,11 @@ std::vector<float> run_attention(Backend& be, const AttnCase& c, const AttnData&
   x.put(ring, ring_ref.data(), c.W * c.d * 4);
   const Tensor sinks_t = x.f32_1d(d.sinks);
   const Tensor comp_t = d.capacity > 0 ? x.alloc(TensorType::kF32, c.d, d.capacity) : Tensor{};
+  // attention_unrope's frequencies: RoPE's θ_k = 10000^(−2k/n_rot).
+  std::vector<float> freqs(static_cast<size_t>(c.unrope / 2));
+  for (int64_t k = 0; k < c.unrope / 2; ++k)
+    freqs[static_cast<size_t>(k)] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(k) / static_cast<double>(c.unrope)));
+  const Tensor freqs_t = c.unrope > 0 ? x.f32_1d(freqs) : Tensor{};
   std::vector<float> o_all;
   int64_t p0 = c.start;
   for (int64_t n : chunks) {
@@ -363,7 +377,10 @@ std::vector<float> run_attention(Backend& be, const AttnCase& c, const AttnData&
     const Tensor kv_t = a.kv;
     const int64_t chunk_p0 = p0;
     if (!x.step([&] {
-          be.attention(a);
+          if (c.unrope > 0)
+            be.attention_unrope(a, c.unrope, freqs_t);
+          else
+            be.attention(a);
           be.kv_store(kv_t, chunk_p0, ring);
         }))
       return {};
@@ -382,6 +399,8 @@ std::vector<float> run_attention(Backend& be, const AttnCase& c, const AttnData&
           keys.push_back(d.comp.data() + w * c.d);
         }
       attention_query(d.q_all.data() + (p - c.start) * Hd, c.H, c.d, keys, d.sinks.data(), scale, ref.data() + t * Hd);
+      if (c.unrope > 0)  // then rope(o as [n·H][d], H, p0, n_rot, freqs, inverse)
+        for (int64_t h = 0; h < c.H; ++h) rope_row(ref.data() + t * Hd + h * c.d, c.d, p, c.unrope, freqs.data(), true);
     }
     const std::vector<float> got = x.get<float>(a.o);
     EXPECT_TRUE(same_f32("attention o", ref, got, n, Hd));
