@@ -426,6 +426,11 @@ class Backend {
   // semantics: a NaN g or u passes through, min(NaN, L) = NaN, unlike CUDA's fminf);
   // silu(v) = v · det::sigmoid(v), sigmoid(v) = 1 / (1 + det::exp(−v)).
   virtual void moe(const MoeArgs& m) = 0;
+  // The FFN block's end: moe(m), then hc_post(X, m.out, post, comb, X_out): exactly those two ops in that
+  // order, with their bits in m.out and X_out. This default runs the two ops; a backend may fuse the
+  // MoE's weighted sum into HC post (CUDA: one elementwise kernel instead of two).
+  virtual void moe_hc_post(const MoeArgs& m, const Tensor& X, const Tensor& post, const Tensor& comb,
+                           const Tensor& X_out);
 
   // Greedy choice per row: ids[t] = the index of the largest logits[t][i] (ties → lower i; NaN ranks
   // below every number; a row of NaNs gives 0), sampling::argmax's rule. logits [n][V] F32, ids [n] I32.

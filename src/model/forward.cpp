@@ -255,8 +255,7 @@ void Session::ffn_block(int64_t il, int64_t n) {
   m.out = rows(a.y);
   m.limit_exp = static_cast<float>(s.swiglu_clamp_exp[static_cast<size_t>(il)]);
   m.limit_sh = static_cast<float>(s.swiglu_clamp_shexp[static_cast<size_t>(il)]);
-  backend_.moe(m);
-  backend_.hc_post(rows(a.X), m.out, rows(a.post), rows(a.comb), rows(a.X_next));
+  backend_.moe_hc_post(m, rows(a.X), rows(a.post), rows(a.comb), rows(a.X_next));
   std::swap(a.X, a.X_next);
 }
 

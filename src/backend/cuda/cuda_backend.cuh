@@ -88,6 +88,8 @@ class CudaBackend final : public backend::Backend {
   void kv_store(const backend::Tensor& kv, int64_t p0, const backend::Tensor& ring) override;
   void route(const backend::RouteArgs& r) override;
   void moe(const backend::MoeArgs& m) override;
+  void moe_hc_post(const backend::MoeArgs& m, const backend::Tensor& X, const backend::Tensor& post,
+                   const backend::Tensor& comb, const backend::Tensor& X_out) override;
   void argmax(const backend::Tensor& logits, const backend::Tensor& ids) override;
   void sample(const backend::SampleArgs& a) override;
   Result<backend::BackendLimits> measure_limits() override;
@@ -199,6 +201,11 @@ class CudaBackend final : public backend::Backend {
   void device_free(void* p, int64_t bytes);
   // attention (n_rot = 0) or attention_unrope (attention.cu).
   void attend(const backend::AttentionArgs& a, int64_t n_rot, const backend::Tensor* freqs);
+  // moe, then (tail set) hc_post(X, m.out, post, comb, X_out) in the combine's kernel (moe.cu).
+  struct HcPostTail {
+    const backend::Tensor *X, *post, *comb, *X_out;
+  };
+  void moe_then(const backend::MoeArgs& m, const HcPostTail* tail);
 };
 
 }  // namespace dsv4::cuda

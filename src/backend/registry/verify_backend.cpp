@@ -203,6 +203,16 @@ class VerifyingBackend final : public Backend {
     r_->moe(rm);
     check("moe", {{"out", m.out}});
   }
+  void moe_hc_post(const MoeArgs& m, const Tensor& X, const Tensor& post, const Tensor& comb,
+                   const Tensor& X_out) override {
+    MoeArgs rm = m;
+    for (Tensor* t : {&rm.x, &rm.ids, &rm.weights, &rm.gate_exps, &rm.up_exps, &rm.down_exps, &rm.gate_sh, &rm.up_sh,
+                      &rm.down_sh, &rm.out})
+      *t = ref(*t);
+    p_->moe_hc_post(m, X, post, comb, X_out);
+    r_->moe_hc_post(rm, ref(X), ref(post), ref(comb), ref(X_out));
+    check("moe_hc_post", {{"out", m.out}, {"X_out", X_out}});
+  }
   void argmax(const Tensor& logits, const Tensor& ids) override {
     p_->argmax(logits, ids);
     r_->argmax(ref(logits), ref(ids));
