@@ -446,11 +446,11 @@ __device__ __forceinline__ void stage_runs(uint8_t* st, RunPtr run, int runs, in
 
 // A warp's ring of kRing run slots in shared memory (ring_bytes<Ops, kRing>(), 16-byte aligned), filled
 // by cp.async: no registers hold the loads in flight, so kRing − 1 runs are in flight per warp while one
-// is folded (stage_fetch's registers allow one chunk; the decode forms' rows of one or two Q8_0 runs then
-// kept ~1 KB in flight per warp: 2 TB/s). The warp's runs come from next_run() in order (the caller's
-// counters); ring_start issues the first kRing − 1 (weights only: allowed before wait_for_producer),
-// ring_fold then, for i < n, issues run i + kRing − 1, waits for run i and calls fold(run i's slot).
-// The folds see the same bytes at the same offsets as a stage: the same bits. Every lane calls both.
+// is folded (a register double buffer held one chunk, and for rows of one Q8_0 run a chunk was ~1 KB).
+// The warp's runs come from next_run() in order (the caller's counters); ring_start issues the first
+// kRing − 1 (weights only: allowed before wait_for_producer), ring_fold then, for i < n, issues run
+// i + kRing − 1, waits for run i and calls fold(run i's slot). The folds see the same bytes at the same
+// offsets as a stage: the same bits. Every lane calls both.
 template <typename Ops, int kRing>
 constexpr int ring_bytes() {
   return kRing * 32 * Ops::kBlockBytes;
