@@ -80,6 +80,9 @@ class CudaBackend final : public backend::Backend {
                const backend::Tensor& comb, const backend::Tensor& X_out) override;
   void hc_head(const backend::Tensor& mix, const backend::Tensor& scale, const backend::Tensor& base, float eps,
                const backend::Tensor& X, const backend::Tensor& y) override;
+  void matmul_hc_post(const backend::Tensor& w, const backend::Tensor& x, const backend::Tensor& y,
+                      const backend::Tensor& X, const backend::Tensor& post, const backend::Tensor& comb,
+                      const backend::Tensor& X_out) override;
   void compressor_update(const backend::CompressorUpdate& u, const backend::CompressorTensors& state) override;
   void indexer_topk(const backend::Tensor& qI, const backend::Tensor& g, float gscale0, float gscale1,
                     const backend::Tensor& keys, int64_t p0, int64_t ratio, const backend::Tensor& out) override;
@@ -165,6 +168,20 @@ class CudaBackend final : public backend::Backend {
   };
   // Drops the twins whose float rows overlap y's bytes.
   void twins_note_write(const backend::Tensor& y);
+
+  // --- HC post in a product's epilogue (matmul_hc_post) --------------------------------------------
+  // Set by matmul_hc_post around its matmul: the decode product's split form, writing y[o] of a one-row
+  // product of `out` == D rows, also writes X_out (matmul.cuh ProductArgs::hc_*) and sets taken; any
+  // other form leaves it, and matmul_hc_post then launches hc_post.
+  struct HcEpilogue {
+    const float* X = nullptr;  // [hc][D]
+    const float* post = nullptr;
+    const float* comb = nullptr;
+    float* X_out = nullptr;
+    int64_t hc = 0, D = 0;
+    bool taken = false;
+  };
+  HcEpilogue* hc_epilogue = nullptr;
 
   // Scratch shared by the op families (each op uses its own; ops of one stream never overlap).
   DeviceScratch act_scratch;     // quantized activations (matmul, moe)
