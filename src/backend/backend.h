@@ -157,7 +157,6 @@ struct CompressorUpdate {
   float eps = 0;
 };
 
-// One block's HC pre mixing with the norms around it (Backend::hc_pre_norm).
 // The weight types of the matmuls (matmul, matmul_batch, moe) that read an op's output next, as their
 // x: a backend may quantize the output for them in the producing kernel (the same quantizer, the same
 // bits) and hand that copy to those matmuls instead of quantizing x again. The caller promises that
@@ -175,6 +174,7 @@ struct MatmulConsumers {
   }
 };
 
+// One block's HC pre mixing with the norms around it (Backend::hc_pre_norm).
 struct HcPreNormArgs {
   Tensor X;              // [n][hc·D] residual streams, F32
   Tensor fn;             // [hc·D → (2+hc)·hc] HC mix weight
