@@ -42,6 +42,18 @@ void Backend::attention_unrope(const AttentionArgs& a, int64_t n_rot, const Tens
   rope(a.o.as_rows(a.o.ne[0] / a.n_head), a.n_head, a.p0, n_rot, freqs, true);
 }
 
+void Backend::matmul_hc_post(const Tensor& w, const Tensor& x, const Tensor& y, const Tensor& X, const Tensor& post,
+                             const Tensor& comb, const Tensor& X_out) {
+  matmul(w, x, y);
+  hc_post(X, y, post, comb, X_out);
+}
+
+void Backend::moe_hc_post(const MoeArgs& m, const Tensor& X, const Tensor& post, const Tensor& comb,
+                          const Tensor& X_out) {
+  moe(m);
+  hc_post(X, m.out, post, comb, X_out);
+}
+
 Tensor Tensor::rows(int64_t begin, int64_t n) const {
   Tensor v = *this;
   v.data = static_cast<uint8_t*>(data) + begin * nb[1];

@@ -367,6 +367,11 @@ class Backend {
   // (fma each). X_out must not alias X.
   virtual void hc_post(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
                        const Tensor& X_out) = 0;
+  // The attention block's end: matmul(w, x, y), then hc_post(X, y, post, comb, X_out): exactly those two
+  // ops in that order, with their bits in y and X_out. This default runs the two ops; a backend may
+  // compute HC post where each y element is written (CUDA: the decode product's epilogue).
+  virtual void matmul_hc_post(const Tensor& w, const Tensor& x, const Tensor& y, const Tensor& X, const Tensor& post,
+                              const Tensor& comb, const Tensor& X_out);
   // HC head: pre_i = σ(mix[t][i]·scale[0] + base_i) + eps; y[t] = Σ_i pre_i·X[t][i] (fma, i ascending).
   virtual void hc_head(const Tensor& mix, const Tensor& scale, const Tensor& base, float eps, const Tensor& X,
                        const Tensor& y) = 0;
@@ -426,6 +431,11 @@ class Backend {
   // semantics: a NaN g or u passes through, min(NaN, L) = NaN, unlike CUDA's fminf);
   // silu(v) = v · det::sigmoid(v), sigmoid(v) = 1 / (1 + det::exp(−v)).
   virtual void moe(const MoeArgs& m) = 0;
+  // The FFN block's end: moe(m), then hc_post(X, m.out, post, comb, X_out): exactly those two ops in that
+  // order, with their bits in m.out and X_out. This default runs the two ops; a backend may fuse the
+  // MoE's weighted sum into HC post (CUDA: one elementwise kernel instead of two).
+  virtual void moe_hc_post(const MoeArgs& m, const Tensor& X, const Tensor& post, const Tensor& comb,
+                           const Tensor& X_out);
 
   // Greedy choice per row: ids[t] = the index of the largest logits[t][i] (ties → lower i; NaN ranks
   // below every number; a row of NaNs gives 0), sampling::argmax's rule. logits [n][V] F32, ids [n] I32.

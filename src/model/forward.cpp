@@ -207,8 +207,7 @@ void Session::attention_block(int64_t il, int64_t p0, int64_t n) {
   jobs_.clear();
   for (int64_t g = 0; g < G; ++g) jobs_.push_back({lw.out_a.rows(g * Ro, Ro), o.cols(g * in_g, in_g), v.cols(g * Ro, Ro)});
   backend_.matmul_batch(jobs_);
-  backend_.matmul(lw.out_b, v, y);
-  backend_.hc_post(rows(a.X), y, rows(a.post), rows(a.comb), rows(a.X_next));
+  backend_.matmul_hc_post(lw.out_b, v, y, rows(a.X), rows(a.post), rows(a.comb), rows(a.X_next));
   std::swap(a.X, a.X_next);
 }
 
@@ -255,8 +254,7 @@ void Session::ffn_block(int64_t il, int64_t n) {
   m.out = rows(a.y);
   m.limit_exp = static_cast<float>(s.swiglu_clamp_exp[static_cast<size_t>(il)]);
   m.limit_sh = static_cast<float>(s.swiglu_clamp_shexp[static_cast<size_t>(il)]);
-  backend_.moe(m);
-  backend_.hc_post(rows(a.X), m.out, rows(a.post), rows(a.comb), rows(a.X_next));
+  backend_.moe_hc_post(m, rows(a.X), rows(a.post), rows(a.comb), rows(a.X_next));
   std::swap(a.X, a.X_next);
 }
 

@@ -80,6 +80,9 @@ class CudaBackend final : public backend::Backend {
                const backend::Tensor& comb, const backend::Tensor& X_out) override;
   void hc_head(const backend::Tensor& mix, const backend::Tensor& scale, const backend::Tensor& base, float eps,
                const backend::Tensor& X, const backend::Tensor& y) override;
+  void matmul_hc_post(const backend::Tensor& w, const backend::Tensor& x, const backend::Tensor& y,
+                      const backend::Tensor& X, const backend::Tensor& post, const backend::Tensor& comb,
+                      const backend::Tensor& X_out) override;
   void compressor_update(const backend::CompressorUpdate& u, const backend::CompressorTensors& state) override;
   void indexer_topk(const backend::Tensor& qI, const backend::Tensor& g, float gscale0, float gscale1,
                     const backend::Tensor& keys, int64_t p0, int64_t ratio, const backend::Tensor& out) override;
@@ -88,6 +91,8 @@ class CudaBackend final : public backend::Backend {
   void kv_store(const backend::Tensor& kv, int64_t p0, const backend::Tensor& ring) override;
   void route(const backend::RouteArgs& r) override;
   void moe(const backend::MoeArgs& m) override;
+  void moe_hc_post(const backend::MoeArgs& m, const backend::Tensor& X, const backend::Tensor& post,
+                   const backend::Tensor& comb, const backend::Tensor& X_out) override;
   void argmax(const backend::Tensor& logits, const backend::Tensor& ids) override;
   void sample(const backend::SampleArgs& a) override;
   Result<backend::BackendLimits> measure_limits() override;
@@ -164,6 +169,20 @@ class CudaBackend final : public backend::Backend {
   // Drops the twins whose float rows overlap y's bytes.
   void twins_note_write(const backend::Tensor& y);
 
+  // --- HC post in a product's epilogue (matmul_hc_post) --------------------------------------------
+  // Set by matmul_hc_post around its matmul: the decode product's split form, writing y[o] of a one-row
+  // product of `out` == D rows, also writes X_out (matmul.cuh ProductArgs::hc_*) and sets taken; any
+  // other form leaves it, and matmul_hc_post then launches hc_post.
+  struct HcEpilogue {
+    const float* X = nullptr;  // [hc][D]
+    const float* post = nullptr;
+    const float* comb = nullptr;
+    float* X_out = nullptr;
+    int64_t hc = 0, D = 0;
+    bool taken = false;
+  };
+  HcEpilogue* hc_epilogue = nullptr;
+
   // Scratch shared by the op families (each op uses its own; ops of one stream never overlap).
   DeviceScratch act_scratch;     // quantized activations (matmul, moe)
   DeviceScratch attn_scratch;    // attention scores / probabilities
@@ -199,6 +218,11 @@ class CudaBackend final : public backend::Backend {
   void device_free(void* p, int64_t bytes);
   // attention (n_rot = 0) or attention_unrope (attention.cu).
   void attend(const backend::AttentionArgs& a, int64_t n_rot, const backend::Tensor* freqs);
+  // moe, then (tail set) hc_post(X, m.out, post, comb, X_out) in the combine's kernel (moe.cu).
+  struct HcPostTail {
+    const backend::Tensor *X, *post, *comb, *X_out;
+  };
+  void moe_then(const backend::MoeArgs& m, const HcPostTail* tail);
 };
 
 }  // namespace dsv4::cuda

@@ -507,6 +507,35 @@ void CudaBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
   matmul_batch(std::span<const backend::MatmulJob>(&job, 1));
 }
 
+// One activation row whose product takes the split form (the decode W_ob): HC post in its epilogue
+// (HcEpilogue); otherwise, or when the product took another form, the two ops.
+void CudaBackend::matmul_hc_post(const Tensor& w, const Tensor& x, const Tensor& y, const Tensor& X, const Tensor& post,
+                                 const Tensor& comb, const Tensor& X_out) {
+  const int64_t D = y.ne[0], hc = post.ne[0];
+  const bool one_row = x.ne[1] == 1 && y.ne[1] == 1 && X.ne[1] == 1 && X_out.ne[1] == 1 && post.ne[1] == 1 &&
+                       comb.ne[1] == 1;
+  const bool fits = one_row && hc >= 1 && hc <= 32 && X.ne[0] == hc * D && X_out.ne[0] == hc * D &&
+                    comb.ne[0] == hc * hc && y.type == TensorType::kF32 && X.type == TensorType::kF32 &&
+                    X_out.type == TensorType::kF32 && post.type == TensorType::kF32 && comb.type == TensorType::kF32;
+  if (fits) {
+    HcEpilogue e;
+    e.X = static_cast<const float*>(X.data);
+    e.post = static_cast<const float*>(post.data);
+    e.comb = static_cast<const float*>(comb.data);
+    e.X_out = static_cast<float*>(X_out.data);
+    e.hc = hc;
+    e.D = D;
+    twins_note_write(X_out);
+    hc_epilogue = &e;
+    matmul(w, x, y);
+    hc_epilogue = nullptr;
+    if (e.taken) return;
+  } else {
+    matmul(w, x, y);
+  }
+  hc_post(X, y, post, comb, X_out);
+}
+
 void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
   const TwinScope twin_scope(*this);  // a twin of x stays usable across the products
   for (const backend::MatmulJob& j : jobs)

@@ -95,6 +95,14 @@ struct ProductArgs {
   // One-lane block types may stage runs of 32 blocks through shared memory (set by enqueue_product from
   // CudaBackend::forms(); the same blocks in the same order either way).
   bool staged_loads = true;
+  // hc_out set (one activation row, the split form; matmul_hc_post): where y[o] is written, also
+  // hc_out[j·out + o] = hc_post[j]·y[o], then + hc_comb[i·hc + j]·hc_X[i·out + o] (fma, i ascending) for
+  // j < hc — hc_post_kernel's arithmetic on the product's value.
+  const float* hc_X = nullptr;
+  const float* hc_post = nullptr;
+  const float* hc_comb = nullptr;
+  float* hc_out = nullptr;
+  int64_t hc = 0;
 };
 void enqueue_product(CudaBackend& be, const ProductArgs& a);
 

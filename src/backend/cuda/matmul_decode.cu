@@ -354,6 +354,12 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
   for (int64_t b = lane; b < nb; b += 32) p = p + vals[slot][b];
   for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
   if (lane == 0) (blockIdx.z == 0 ? a.y : a.y_z1)[o] = p;
+  if (a.hc_out != nullptr && blockIdx.z == 0 && lane < a.hc) {  // HC post of column o: lane j writes stream j
+    const int64_t j = lane;
+    float acc = a.hc_post[j] * __shfl_sync(0xffffffffu >> (32 - a.hc), p, 0);
+    for (int64_t i = 0; i < a.hc; ++i) acc = hd::fma(a.hc_comb[i * a.hc + j], a.hc_X[i * a.out + o], acc);
+    a.hc_out[j * a.out + o] = acc;
+  }
 }
 
 // One activation row × a stageable one-lane type with many output rows (decode's q_b and the grouped
@@ -564,9 +570,15 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
       if (split > 1) {
         handled = true;
         const dim3 g(static_cast<unsigned>(blocks_for(a.out, kProductWarps / split)), 1u, pair ? 2u : 1u);
-        if (split == 2) be.launch("product_split_kernel<2>", product_split_kernel<decltype(ops), 2>, g, 32 * kProductWarps, 0, a);
-        else if (split == 4) be.launch("product_split_kernel<4>", product_split_kernel<decltype(ops), 4>, g, 32 * kProductWarps, 0, a);
-        else be.launch("product_split_kernel<8>", product_split_kernel<decltype(ops), 8>, g, 32 * kProductWarps, 0, a);
+        ProductArgs b = a;
+        if (CudaBackend::HcEpilogue* e = be.hc_epilogue;
+            e != nullptr && !e->taken && e->D == a.out && e->hc >= 1 && e->hc <= 32) {
+          b.hc_X = e->X, b.hc_post = e->post, b.hc_comb = e->comb, b.hc_out = e->X_out, b.hc = e->hc;
+          e->taken = true;
+        }
+        if (split == 2) be.launch("product_split_kernel<2>", product_split_kernel<decltype(ops), 2>, g, 32 * kProductWarps, 0, b);
+        else if (split == 4) be.launch("product_split_kernel<4>", product_split_kernel<decltype(ops), 4>, g, 32 * kProductWarps, 0, b);
+        else be.launch("product_split_kernel<8>", product_split_kernel<decltype(ops), 8>, g, 32 * kProductWarps, 0, b);
         return;
       }
     }

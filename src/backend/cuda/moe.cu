@@ -240,11 +240,9 @@ struct CombineK {
   int64_t o_stride;
 };
 
-__global__ void combine_kernel(CombineK c) {
-  wait_for_producer();
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= c.n * c.D) return;
-  const int64_t t = i / c.D, col = i % c.D;
+// out[t][col]: the pairs' down rows weighted in k order (a weight of exactly 1: a plain add), then the
+// shared expert's row.
+__device__ __forceinline__ float combine_at(const CombineK& c, int64_t t, int64_t col) {
   const float* wt = c.weights + t * c.w_stride;
   float o = 0.0f;
   for (int64_t k = 0; k < c.K; ++k) {
@@ -253,7 +251,45 @@ __global__ void combine_kernel(CombineK c) {
     o = w == 1.0f ? o + y : hd::fma(w, y, o);
   }
   if (c.ys != nullptr) o = o + c.ys[t * c.D + col];
-  c.out[t * c.o_stride + col] = o;
+  return o;
+}
+
+__global__ void combine_kernel(CombineK c) {
+  wait_for_producer();
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= c.n * c.D) return;
+  const int64_t t = i / c.D, col = i % c.D;
+  c.out[t * c.o_stride + col] = combine_at(c, t, col);
+}
+
+// moe_hc_post's end: combine, then hc_post (norm_rope_hc.cu's hc_post_kernel) on the combined row, as one
+// kernel. Thread (t, j, col) computes out[t][col] as combine_kernel does (each of the hc threads of a
+// column computes the same bits; j = 0 stores it) and X_out[t][j·D + col] = post[t][j]·out[t][col], then
+// + comb[t][i·hc + j]·X[t][i·D + col] (fma, i ascending), as hc_post_kernel does.
+struct CombineHcPostK {
+  CombineK c;
+  const float* X;
+  const float* post;
+  const float* comb;
+  int64_t X_stride, post_stride, comb_stride, hc;  // floats
+  float* X_out;
+  int64_t X_out_stride;
+};
+
+__global__ void combine_hc_post_kernel(CombineHcPostK k) {
+  wait_for_producer();
+  const int64_t D = k.c.D, hc = k.hc, total = k.c.n * hc * D;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total; e += stride) {
+    const int64_t col = e % D, j = (e / D) % hc, t = e / (D * hc);
+    const float y = combine_at(k.c, t, col);
+    if (j == 0) k.c.out[t * k.c.o_stride + col] = y;
+    const float* Xt = k.X + t * k.X_stride;
+    const float* C = k.comb + t * k.comb_stride;
+    float acc = k.post[t * k.post_stride + j] * y;
+    for (int64_t i = 0; i < hc; ++i) acc = hd::fma(C[i * hc + j], Xt[i * D + col], acc);
+    k.X_out[t * k.X_out_stride + j * D + col] = acc;
+  }
 }
 
 }  // namespace
@@ -301,9 +337,29 @@ void CudaBackend::route(const backend::RouteArgs& r) {
   launch("route_kernel", route_kernel, static_cast<unsigned>(n), kRouteThreads, 0, k);
 }
 
-void CudaBackend::moe(const backend::MoeArgs& m) {
+void CudaBackend::moe(const backend::MoeArgs& m) { moe_then(m, nullptr); }
+
+void CudaBackend::moe_hc_post(const backend::MoeArgs& m, const Tensor& X, const Tensor& post, const Tensor& comb,
+                              const Tensor& X_out) {
+  // hc_post's shapes (y = m.out), F32 rows with contiguous elements: the fused end; otherwise the two ops
+  // (hc_post says what does not fit).
+  const int64_t n = m.out.ne[1], D = m.out.ne[0], hc = post.ne[0];
+  const bool fits = hc > 0 && X.ne[0] == hc * D && X.ne[1] == n && X_out.ne[0] == hc * D && X_out.ne[1] == n &&
+                    post.ne[1] == n && comb.ne[0] == hc * hc && comb.ne[1] == n &&
+                    (X.nb[1] | post.nb[1] | comb.nb[1] | X_out.nb[1]) % 4 == 0;
+  if (!fits) {
+    moe(m);
+    hc_post(X, m.out, post, comb, X_out);
+    return;
+  }
+  const HcPostTail tail{&X, &post, &comb, &X_out};
+  moe_then(m, &tail);
+}
+
+void CudaBackend::moe_then(const backend::MoeArgs& m, const HcPostTail* tail) {
   const TwinScope twin_scope(*this);  // a twin of x (its producer's quantization) stays usable here
   twins_note_write(m.out);
+  if (tail != nullptr) twins_note_write(*tail->X_out);
   const Tensor& x = m.x;
   const int64_t n = x.ne[1], D = x.ne[0], K = m.ids.ne[0], E = m.gate_exps.ne[2], I = m.gate_exps.ne[1];
   const bool shared = m.gate_sh.valid();
@@ -521,7 +577,22 @@ void CudaBackend::moe(const backend::MoeArgs& m) {
   c.D = D;
   c.out = static_cast<float*>(m.out.data);
   c.o_stride = m.out.nb[1] / 4;
-  launch("combine_kernel", combine_kernel, grid_for(n * D), kThreads, 0, c);
+  if (tail == nullptr) {
+    launch("combine_kernel", combine_kernel, grid_for(n * D), kThreads, 0, c);
+    return;
+  }
+  CombineHcPostK k;
+  k.c = c;
+  k.X = static_cast<const float*>(tail->X->data);
+  k.post = static_cast<const float*>(tail->post->data);
+  k.comb = static_cast<const float*>(tail->comb->data);
+  k.X_stride = tail->X->nb[1] / 4;
+  k.post_stride = tail->post->nb[1] / 4;
+  k.comb_stride = tail->comb->nb[1] / 4;
+  k.hc = tail->post->ne[0];
+  k.X_out = static_cast<float*>(tail->X_out->data);
+  k.X_out_stride = tail->X_out->nb[1] / 4;
+  launch("combine_hc_post_kernel", combine_hc_post_kernel, grid_for(n * k.hc * D), kThreads, 0, k);
 }
 
 }  // namespace dsv4::cuda

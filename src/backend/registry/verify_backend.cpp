@@ -144,6 +144,12 @@ class VerifyingBackend final : public Backend {
     r_->hc_post(ref(X), ref(y), ref(post), ref(comb), ref(X_out));
     check("hc_post", {{"X_out", X_out}});
   }
+  void matmul_hc_post(const Tensor& w, const Tensor& x, const Tensor& y, const Tensor& X, const Tensor& post,
+                      const Tensor& comb, const Tensor& X_out) override {
+    p_->matmul_hc_post(w, x, y, X, post, comb, X_out);
+    r_->matmul_hc_post(ref(w), ref(x), ref(y), ref(X), ref(post), ref(comb), ref(X_out));
+    check("matmul_hc_post", {{"y", y}, {"X_out", X_out}});
+  }
   void hc_head(const Tensor& mix, const Tensor& scale, const Tensor& base, float eps, const Tensor& X,
                const Tensor& y) override {
     p_->hc_head(mix, scale, base, eps, X, y);
@@ -202,6 +208,16 @@ class VerifyingBackend final : public Backend {
     p_->moe(m);
     r_->moe(rm);
     check("moe", {{"out", m.out}});
+  }
+  void moe_hc_post(const MoeArgs& m, const Tensor& X, const Tensor& post, const Tensor& comb,
+                   const Tensor& X_out) override {
+    MoeArgs rm = m;
+    for (Tensor* t : {&rm.x, &rm.ids, &rm.weights, &rm.gate_exps, &rm.up_exps, &rm.down_exps, &rm.gate_sh, &rm.up_sh,
+                      &rm.down_sh, &rm.out})
+      *t = ref(*t);
+    p_->moe_hc_post(m, X, post, comb, X_out);
+    r_->moe_hc_post(rm, ref(X), ref(post), ref(comb), ref(X_out));
+    check("moe_hc_post", {{"out", m.out}, {"X_out", X_out}});
   }
   void argmax(const Tensor& logits, const Tensor& ids) override {
     p_->argmax(logits, ids);

@@ -303,6 +303,48 @@ TEST_P(Conformance, HcPost) {
   }
 }
 
+// matmul_hc_post: matmul(w, x, y), then hc_post(X, y, post, comb, X_out) as one op. A GPU computes HC
+// post in the decode product's epilogue (one row, quantized weights); other shapes and types take the
+// two ops.
+TEST_P(Conformance, MatmulHcPost) {
+  struct Case {
+    std::string name;
+    TensorType type;
+    int64_t in, D, rows, hc;
+  };
+  const std::vector<Case> cases = {
+      {"decode_q8_0", TensorType::kQ8_0, 2048, 512, 1, 4},   {"decode_q2_k", TensorType::kQ2_K, 4096, 256, 1, 4},
+      {"decode_q8_0_hc3", TensorType::kQ8_0, 1024, 96, 1, 3}, {"decode_f16", TensorType::kF16, 1024, 64, 1, 4},
+      {"prompt_q8_0", TensorType::kQ8_0, 1024, 128, 3, 4},
+  };
+  uint64_t seed = 850;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("matmul_hc_post case " + c.name);
+    if (!supported(Op::kMatmul, c.type)) continue;
+    Ctx x(be());
+    Rng rng(++seed);
+    const int64_t ne[2] = {c.in, c.D};
+    const Tensor w = x.weight(c.type, weight_bytes(c.type, c.in, c.D, rng, WeightGen::kRandom,
+                                                   2.0f / std::sqrt(static_cast<float>(c.in))),
+                              2, ne);
+    const uint8_t* w_bytes = x.host_bytes_of_last();
+    std::vector<float> xs = rng.normals(c.rows * c.in), X = rng.normals(c.rows * c.hc * c.D),
+                       post = rng.normals(c.rows * c.hc), comb = rng.normals(c.rows * c.hc * c.hc, 0.5f);
+    const Tensor xt = x.f32(xs, c.in, c.rows), Xt = x.f32(X, c.hc * c.D, c.rows), pt = x.f32(post, c.hc, c.rows),
+                 ct = x.f32(comb, c.hc * c.hc, c.rows);
+    const Tensor y = x.alloc(TensorType::kF32, c.D, c.rows), X_out = x.alloc(TensorType::kF32, c.hc * c.D, c.rows);
+    if (!x.step([&] { be().matmul_hc_post(w, xt, y, Xt, pt, ct, X_out); })) continue;
+    std::vector<float> ry(static_cast<size_t>(c.rows * c.D)), rX(static_cast<size_t>(c.rows * c.hc * c.D));
+    matmul(c.type, w_bytes, c.in, c.D, xs.data(), c.in, c.rows, ry.data(), c.D);
+    for (int64_t t = 0; t < c.rows; ++t)
+      hc_post_token(X.data() + t * c.hc * c.D, ry.data() + t * c.D, post.data() + t * c.hc,
+                    comb.data() + t * c.hc * c.hc, c.hc, c.D, rX.data() + t * c.hc * c.D);
+    EXPECT_TRUE(same_f32("matmul_hc_post y", ry, x.get<float>(y), c.rows, c.D));
+    EXPECT_TRUE(same_f32("matmul_hc_post X_out", rX, x.get<float>(X_out), c.rows, c.hc * c.D));
+    count("matmul_hc_post");
+  }
+}
+
 TEST_P(Conformance, HcHead) {
   uint64_t seed = 900;
   for (const HcCase& c : hc_cases()) {

@@ -229,6 +229,24 @@ TEST_P(Conformance, Moe) {
                 c.limit_sh, ref.data() + t * c.D);
     EXPECT_TRUE(same_f32("moe out", ref, x.get<float>(m.out), c.n, c.D));
     count("moe");
+
+    // moe_hc_post: the same MoE, then HC post of its output over 4 streams as one op (a GPU computes the
+    // weighted sum inside HC post's kernel): out as moe's, X_out as hc_post_token's on that out.
+    constexpr int64_t hc = 4;
+    std::vector<float> X = rng.normals(c.n * hc * c.D), post = rng.normals(c.n * hc), comb = rng.normals(c.n * hc * hc, 0.5f);
+    if (c.special == 3) inject_specials(X, rng, 4);
+    const Tensor Xt = x.f32(X, hc * c.D, c.n), pt = x.f32(post, hc, c.n), ct = x.f32(comb, hc * hc, c.n);
+    const Tensor X_out = x.alloc(TensorType::kF32, hc * c.D, c.n);
+    MoeArgs m2 = m;
+    m2.out = x.alloc(TensorType::kF32, c.D, c.n);
+    if (!x.step([&] { be().moe_hc_post(m2, Xt, pt, ct, X_out); })) continue;
+    std::vector<float> X_ref(static_cast<size_t>(c.n * hc * c.D));
+    for (int64_t t = 0; t < c.n; ++t)
+      hc_post_token(X.data() + t * hc * c.D, ref.data() + t * c.D, post.data() + t * hc, comb.data() + t * hc * hc, hc,
+                    c.D, X_ref.data() + t * hc * c.D);
+    EXPECT_TRUE(same_f32("moe_hc_post out", ref, x.get<float>(m2.out), c.n, c.D));
+    EXPECT_TRUE(same_f32("moe_hc_post X_out", X_ref, x.get<float>(X_out), c.n, hc * c.D));
+    count("moe_hc_post");
   }
 }
 
