@@ -117,7 +117,7 @@ StepGraph::Error StepGraph::run_eager(cudaStream_t stream) {
   return {};
 }
 
-StepGraph::Cached* StepGraph::build() {
+StepGraph::Cached* StepGraph::build(bool programmatic_joins) {
   auto c = std::make_unique<Cached>();
   if (cudaGraphCreate(&c->graph, 0) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -136,19 +136,21 @@ StepGraph::Cached* StepGraph::build() {
     // The chain: a chain node depends on the chain node before it, programmatically when PDL is on (the
     // header says why that keeps the order of memory effects). A side node depends on the chain node
     // before it by a full edge (it starts once that kernel has completed); a node with after_side also
-    // on that side node by a full edge.
-    cudaGraphEdgeData chain_edge{};
-    if (programmatic_ && !k.side) {
-      chain_edge.from_port = cudaGraphKernelNodePortProgrammatic;
-      chain_edge.type = cudaGraphDependencyTypeProgrammatic;
-    }
+    // on that side node, programmatically when programmatic_joins (its wait_for_producer then waits for
+    // both kernels, and its blocks may still be scheduled early: a full edge would cost the chain the
+    // launch overlap at every join), else by a full edge.
+    cudaGraphEdgeData programmatic_edge{};
+    programmatic_edge.from_port = cudaGraphKernelNodePortProgrammatic;
+    programmatic_edge.type = cudaGraphDependencyTypeProgrammatic;
     const cudaGraphEdgeData full_edge{};
+    const cudaGraphEdgeData chain_edge = programmatic_ && !k.side ? programmatic_edge : full_edge;
+    const cudaGraphEdgeData join_edge = programmatic_ && programmatic_joins ? programmatic_edge : full_edge;
     bool ok = cudaGraphAddKernelNode(&c->nodes[i], c->graph, nullptr, 0, &p) == cudaSuccess;
     if (ok && last_chain >= 0)
       ok = cudaGraphAddDependencies(c->graph, &c->nodes[static_cast<size_t>(last_chain)], &c->nodes[i], &chain_edge, 1) ==
            cudaSuccess;
     if (ok && k.after_side >= 0)
-      ok = cudaGraphAddDependencies(c->graph, &c->nodes[static_cast<size_t>(k.after_side)], &c->nodes[i], &full_edge,
+      ok = cudaGraphAddDependencies(c->graph, &c->nodes[static_cast<size_t>(k.after_side)], &c->nodes[i], &join_edge,
                                     1) == cudaSuccess;
     if (!ok) {
       (void)cudaGetLastError();
@@ -215,7 +217,9 @@ StepGraph::Error StepGraph::run_graph(cudaStream_t stream) {
     hit->launches = pending_;
     hit->bytes = bytes_;
   } else {
-    hit = build();
+    hit = build(true);
+    // (A driver that refuses a second programmatic edge into a node: the joins as full edges.)
+    if (hit == nullptr) hit = build(false);
     // CUDA refused the graph (a launch configuration it rejects): launch one by one, which names the
     // kernel in the error.
     if (hit == nullptr) return run_eager(stream);

@@ -128,7 +128,7 @@ class StepGraph {
   Error run_eager(cudaStream_t stream);
   Error run_graph(cudaStream_t stream);
   // A new cached graph for the pending launches (nullptr when CUDA refused to build it).
-  Cached* build();
+  Cached* build(bool programmatic_joins);
   static void destroy(Cached& c);
   void clear();
   // The kernelParams array of pending launch i (pointers into bytes_).
