@@ -59,12 +59,13 @@ Result<backend::BackendOptions> backend_options_from_flags() {
       const std::string form = disable.substr(at, comma - at);
       if (form == "staged-loads") o.cuda_staged_loads = false;
       else if (form == "hc-cluster") o.cuda_hc_cluster = false;
+      else if (form == "hc-side") o.cuda_hc_side = false;
       else if (form == "attn-decode") o.cuda_attn_decode = false;
       else if (form == "stream-products") o.cuda_stream_products = false;
       else if (form == "fused-quant") o.cuda_fused_quant = false;
       else
         return invalid_argument("--cuda-disable: expected none or a comma-separated list of staged-loads, "
-                                "hc-cluster, attn-decode, stream-products, fused-quant; got '" + form + "'");
+                                "hc-cluster, hc-side, attn-decode, stream-products, fused-quant; got '" + form + "'");
       at = comma + 1;
     }
   }

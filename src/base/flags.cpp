@@ -30,7 +30,7 @@ constexpr FlagSpec kFlags[] = {
      "before it); results are identical"},
     {"cuda-disable", "DSV4_CUDA_DISABLE", "none",
      "cuda backend: optional kernel forms to leave out, comma-separated: staged-loads (Q8_0 blocks staged through shared memory), hc-cluster (HC pre and "
-     "the input norm as one cluster kernel), attn-decode (attention's decode forms), stream-products (many-row "
+     "the input norm as one cluster kernel), hc-side (that kernel's Sinkhorn as a side launch beside the next kernels), attn-decode (attention's decode forms), stream-products (many-row "
      "decode products streamed by a resident grid), fused-quant (norms quantize their output for the matmuls "
      "that read it); none = use all. Results are "
      "identical; for timing each form"},

@@ -131,11 +131,10 @@ CudaBackend::~CudaBackend() {
   flush_launches();
   staging_.release();
   (void)cudaStreamSynchronize(stream_);
-  for (DeviceScratch* s : {&act_scratch, &attn_scratch, &index_scratch, &moe_scratch, &misc_scratch, &sample_scratch,
-                           &sample_lists}) {
-    if (s->data != nullptr) (void)cudaFree(s->data);
-    *s = {};
-  }
+  for_each_scratch([](DeviceScratch& s) {
+    if (s.data != nullptr) (void)cudaFree(s.data);
+    s = {};
+  });
   (void)cudaStreamDestroy(stream_);
   (void)cudaGetLastError();
 }

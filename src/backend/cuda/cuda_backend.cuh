@@ -114,6 +114,21 @@ class CudaBackend final : public backend::Backend {
     (steps_.add_arg(static_cast<std::remove_cv_t<std::remove_reference_t<Params>>>(std::forward<Args>(args))), ...);
     if (!graphs_) flush_launches();
   }
+  // The same as a side launch (StepGraph::begin_side_launch): off the chain, joined by join_side().
+  // The kernel writes only what the ops that join read (never a twin).
+  template <typename... Params, typename... Args>
+  void launch_side(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+    static_assert(sizeof...(Params) == sizeof...(Args), "launch_side: argument count differs from the kernel's");
+    steps_.begin_side_launch(reinterpret_cast<const void*>(kernel), grid, block, static_cast<unsigned>(smem), name);
+    (steps_.add_arg(static_cast<std::remove_cv_t<std::remove_reference_t<Params>>>(std::forward<Args>(args))), ...);
+    if (!graphs_) flush_launches();
+  }
+  // The next launch waits for the side launches so far (every op that reads hc_pre_norm's post or comb).
+  void join_side() { steps_.join_side(); }
+  // hc_pre's post and comb from mix (the Sinkhorn; rowops::hc_mix_warp for hc·hc ≤ 32), as a side launch
+  // when `side` (hc_pre_norm: only hc_post reads them, many launches later).
+  void launch_hc_mix(const backend::Tensor& mix, const float* scale3, const float* base, float eps, int64_t iters,
+                     const backend::Tensor& post, const backend::Tensor& comb, bool side);
   // Runs the collected launches (step_graph.cuh); every stream operation other than a launch calls it first.
   void flush_launches();
   bool graphs_enabled() const { return graphs_; }
@@ -191,6 +206,15 @@ class CudaBackend final : public backend::Backend {
   DeviceScratch misc_scratch;    // small per-op tables
   DeviceScratch sample_scratch;  // sample: the adjusted row, weight block sums, argmax pairs
   DeviceScratch sample_lists;    // sample: bias and penalty lists
+  // f(s) for every DeviceScratch member above (the twins' too): the destructor frees them all, so a new
+  // scratch member is listed here once (a member left out leaked: compute-sanitizer memcheck).
+  template <typename F>
+  void for_each_scratch(F&& f) {
+    for (DeviceScratch* s : {&act_scratch, &attn_scratch, &index_scratch, &moe_scratch, &misc_scratch,
+                             &sample_scratch, &sample_lists})
+      f(*s);
+    for (DeviceScratch& s : twin_scratch) f(s);
+  }
 
  protected:
   void release(void* data, int64_t bytes) override;

@@ -19,6 +19,7 @@ struct CudaKernelForms {
   bool attn_decode = true;   // attention's decode forms for passes of up to 16 queries
   bool stream_products = true;  // many-row one-row products streamed by a resident grid (with staged_loads)
   bool fused_quant = true;  // producers given MatmulConsumers quantize their output for them (no extra kernel)
+  bool hc_side = true;      // hc_pre_norm's Sinkhorn as a side launch beside the chain (with hc_cluster)
 };
 
 struct CudaBackendOptions {

@@ -15,9 +15,12 @@
 //      bits of matmul(fn, streams) (matmul_decode.cu's whole-row form).
 //   4. The mix values (and the hc pre weights) are gathered from the cluster's CTAs through distributed
 //      shared memory.
-//   5. CTA 0's last warp writes mix, post and comb (rowops::hc_mix_warp, hc_pre's warp form: 20
-//      Sinkhorn rounds, this kernel's critical path); meanwhile the other warps of every CTA collapse the
-//      whole row into shared memory, run rms_norm's chains over it and write the CTA's slice of x.
+//   5. The warps of every CTA collapse the whole row into shared memory, run rms_norm's chains over it
+//      and write the CTA's slice of x (and its quantized twins); CTA 0 writes mix. post and comb (the
+//      Sinkhorn: rowops::hc_mix_warp, hc_pre's warp form, 20 rounds, 9.4 K cycles — longer than
+//      everything else after the products) come from a side launch (launch_hc_mix, step_graph.cuh) that
+//      runs beside the block's next kernels: only its hc_post reads them, and joins it. With
+//      --cuda-disable hc-side CTA 0's last warp runs it here instead, this kernel's critical path.
 // The chains of steps 2, 3 and 5 are single warps on 512- and 128-long dependent chains: they use
 // rowops::lane_fma_chain_pipelined. Clock stamps per phase on an H100 (12-layer Flash, decode): before
 // these changes issue 2.3 K cycles, X wait 2.6 K, norm 3.9 K, products 6.0 K, cluster sync 1.3 K,
@@ -81,6 +84,9 @@ struct HcFusedArgs {
   int64_t comb_nb = 0;
   int hc = 0, n_mix = 0, rows_per_cta = 0;
   int64_t D = 0;
+  // CTA 0's last warp runs the Sinkhorn (post, comb); else CTA 0 writes mix and a side launch
+  // (launch_hc_mix) computes post and comb beside the chain's next kernels.
+  bool sinkhorn = true;
   // x quantized for its matmuls (the backend's twins, MatmulConsumers): twin i's row t at
   // xq[i] + t·xq_row_bytes[i], in format xq_format[i]; each CTA quantizes the blocks of its slice of x
   // (the slice a multiple of every twin's block).
@@ -193,6 +199,7 @@ __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads)
   if (tid < a.n_mix) {
     const float m = cluster.map_shared_rank(mix_own, tid % kHcCluster)[tid / kHcCluster];
     mix_all[tid] = m;
+    if (rank == 0 && !a.sinkhorn) row_ptr<float>(a.mix, a.mix_nb, t)[tid] = m;
     if (tid < a.hc) pre_s[tid] = rowops::hc_pre_weight(m, scale_s[0], base_s[tid], a.hc_eps);
   }
   __syncthreads();
@@ -200,12 +207,13 @@ __global__ void __cluster_dims__(kHcCluster, 1, 1) __launch_bounds__(kHcThreads)
   // 5. CTA 0's last warp writes mix, post and comb (the Sinkhorn) while the other warps collapse the row,
   // take its norm and write this CTA's slice of x, synchronising among themselves on named barrier 1.
   constexpr int kSinkWarp = kHcWarps - 1;
-  if (rank == 0 && warp == kSinkWarp) {
+  const bool sink_cta = rank == 0 && a.sinkhorn;
+  if (sink_cta && warp == kSinkWarp) {
     for (int q = lane; q < a.n_mix; q += 32) row_ptr<float>(a.mix, a.mix_nb, t)[q] = mix_all[q];
     rowops::hc_mix_warp(mix_all, scale_s, base_s, a.hc_eps, a.iters, a.hc, row_ptr<float>(a.post, a.post_nb, t),
                         row_ptr<float>(a.comb, a.comb_nb, t), lane);
   } else {
-    const int workers = rank == 0 ? kHcThreads - 32 : kHcThreads;
+    const int workers = sink_cta ? kHcThreads - 32 : kHcThreads;
     // (Unrolled over kHcMaxStreams with i < hc predicates: pre and the loads stay in registers.)
     float pre[kHcMaxStreams];
 #pragma unroll
@@ -314,8 +322,12 @@ void CudaBackend::hc_pre_norm(const backend::HcPreNormArgs& h) {
           a.xq_row_bytes[i] = act_row_bytes(twins[i].format, D);
           a.xq_format[i] = twins[i].format;
         }
+        a.sinkhorn = !forms().hc_side;
+        join_side();  // a side Sinkhorn still open reads mix and writes post and comb
         launch("hc_pre_norm_kernel", hc_pre_norm_kernel<Ops>, dim3(kHcCluster, static_cast<unsigned>(n)), kHcThreads,
                static_cast<size_t>(smem), a);
+        if (!a.sinkhorn)
+          launch_hc_mix(h.mix, a.scale3, a.base, a.hc_eps, a.iters, h.post, h.comb, true);
       }
     });
   }

@@ -575,6 +575,7 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
             e != nullptr && !e->taken && e->D == a.out && e->hc >= 1 && e->hc <= 32) {
           b.hc_X = e->X, b.hc_post = e->post, b.hc_comb = e->comb, b.hc_out = e->X_out, b.hc = e->hc;
           e->taken = true;
+          be.join_side();  // post and comb may come from a side Sinkhorn (hc_pre_norm)
         }
         if (split == 2) be.launch("product_split_kernel<2>", product_split_kernel<decltype(ops), 2>, g, 32 * kProductWarps, 0, b);
         else if (split == 4) be.launch("product_split_kernel<4>", product_split_kernel<decltype(ops), 4>, g, 32 * kProductWarps, 0, b);

@@ -592,6 +592,7 @@ void CudaBackend::moe_then(const backend::MoeArgs& m, const HcPostTail* tail) {
   k.hc = tail->post->ne[0];
   k.X_out = static_cast<float*>(tail->X_out->data);
   k.X_out_stride = tail->X_out->nb[1] / 4;
+  join_side();  // post and comb may come from a side Sinkhorn (hc_pre_norm)
   launch("combine_hc_post_kernel", combine_hc_post_kernel, grid_for(n * k.hc * D), kThreads, 0, k);
 }
 

@@ -591,6 +591,26 @@ void CudaBackend::rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int
 
 // --- HC mixing ------------------------------------------------------------------------------------
 
+void CudaBackend::launch_hc_mix(const Tensor& mix_t, const float* scale3, const float* base, float eps, int64_t iters,
+                                const Tensor& post, const Tensor& comb, bool side) {
+  const int64_t n = post.ne[1], hc = post.ne[0];
+  if (hc * hc <= 32) {
+    const unsigned grid = grid_for(n, kWarpsPerBlock);
+    if (side)
+      launch_side("hc_pre_mix_warp_kernel (side)", hc_pre_mix_warp_kernel, grid, kThreads, 0, mix_t.data, mix_t.nb[1],
+                  scale3, base, eps, iters, n, static_cast<int>(hc), post.data, post.nb[1], comb.data, comb.nb[1]);
+    else
+      launch("hc_pre_mix_warp_kernel", hc_pre_mix_warp_kernel, grid, kThreads, 0, mix_t.data, mix_t.nb[1], scale3, base,
+             eps, iters, n, static_cast<int>(hc), post.data, post.nb[1], comb.data, comb.nb[1]);
+  } else if (side) {
+    launch_side("hc_pre_mix_kernel (side)", hc_pre_mix_kernel, grid_for(n, 64), 64, 0, mix_t.data, mix_t.nb[1], scale3,
+                base, eps, iters, n, hc, post.data, post.nb[1], comb.data, comb.nb[1]);
+  } else {
+    launch("hc_pre_mix_kernel", hc_pre_mix_kernel, grid_for(n, 64), 64, 0, mix_t.data, mix_t.nb[1], scale3, base, eps,
+           iters, n, hc, post.data, post.nb[1], comb.data, comb.nb[1]);
+  }
+}
+
 void CudaBackend::hc_pre(const Tensor& mix_t, const Tensor& scale_t, const Tensor& base_t, float eps, int64_t iters,
                          const Tensor& X, const Tensor& x, const Tensor& post, const Tensor& comb) {
   const int64_t n = x.ne[1], D = x.ne[0], hc = post.ne[0], n_mix = (2 + hc) * hc;
@@ -604,14 +624,8 @@ void CudaBackend::hc_pre(const Tensor& mix_t, const Tensor& scale_t, const Tenso
   if (n <= 0) return;
   const float* scale3 = static_cast<const float*>(scale_t.data);
   const float* base = static_cast<const float*>(base_t.data);
-  if (hc * hc <= 32) {
-    launch("hc_pre_mix_warp_kernel", hc_pre_mix_warp_kernel, grid_for(n, kWarpsPerBlock), kThreads, 0, mix_t.data,
-           mix_t.nb[1], scale3, base, eps, iters, n, static_cast<int>(hc), post.data, post.nb[1], comb.data,
-           comb.nb[1]);
-  } else {
-    launch("hc_pre_mix_kernel", hc_pre_mix_kernel, grid_for(n, 64), 64, 0, mix_t.data, mix_t.nb[1], scale3, base, eps,
-           iters, n, hc, post.data, post.nb[1], comb.data, comb.nb[1]);
-  }
+  join_side();  // a side Sinkhorn still open writes post and comb too
+  launch_hc_mix(mix_t, scale3, base, eps, iters, post, comb, false);
   if (D <= 0) return;
   launch("hc_collapse_kernel (hc_pre)", hc_collapse_kernel, grid_for(n * D, kThreads), kThreads, 0, mix_t.data,
          mix_t.nb[1], scale3, base, eps, X.data, X.nb[1], n, hc, D, x.data, x.nb[1]);
@@ -627,6 +641,7 @@ void CudaBackend::hc_post(const Tensor& X, const Tensor& y, const Tensor& post, 
     return;
   }
   if (n <= 0 || hc <= 0 || D <= 0) return;
+  join_side();  // post and comb may come from a side Sinkhorn (hc_pre_norm)
   launch("hc_post_kernel", hc_post_kernel, grid_for(n * hc * D, kThreads), kThreads, 0, X.data, X.nb[1], y.data,
          y.nb[1], post.data, post.nb[1], comb.data, comb.nb[1], n, hc, D, X_out.data, X_out.nb[1]);
 }

@@ -18,8 +18,19 @@ uint64_t sequence_key(const std::vector<KernelLaunch>& launches) {
     }
   };
   mix(launches.size());
-  for (const KernelLaunch& k : launches) mix(reinterpret_cast<uintptr_t>(k.func));
+  for (const KernelLaunch& k : launches) {
+    mix(reinterpret_cast<uintptr_t>(k.func));
+    if (k.side || k.after_side >= 0) mix((static_cast<uint64_t>(k.side) << 32) ^ static_cast<uint32_t>(k.after_side));
+  }
   return h;
+}
+
+// Whether two launch lists have the same kernels and the same graph shape (side launches and joins).
+bool same_shape(const std::vector<KernelLaunch>& a, const std::vector<KernelLaunch>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].func != b[i].func || a[i].side != b[i].side || a[i].after_side != b[i].after_side) return false;
+  return true;
 }
 
 bool same_dim(const dim3& a, const dim3& b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
@@ -39,7 +50,22 @@ void StepGraph::begin_launch(const void* func, dim3 grid, dim3 block, unsigned s
   k.name = name;
   k.arg_begin = static_cast<uint32_t>(offsets_.size());
   k.bytes_begin = k.bytes_end = static_cast<uint32_t>(bytes_.size());
+  if (join_next_) {
+    k.after_side = open_side_;
+    open_side_ = -1;
+    join_next_ = false;
+  }
   pending_.push_back(k);
+}
+
+void StepGraph::begin_side_launch(const void* func, dim3 grid, dim3 block, unsigned smem, const char* name) {
+  const int32_t previous_side = open_side_;
+  join_next_ = false;  // (a pending join applies to the next chain launch, which waits for this one instead)
+  begin_launch(func, grid, block, smem, name);
+  KernelLaunch& k = pending_.back();
+  k.side = true;
+  k.after_side = previous_side;
+  open_side_ = static_cast<int32_t>(pending_.size() - 1);
 }
 
 void** StepGraph::params(const KernelLaunch& k) { return param_ptrs_.data() + k.arg_begin; }
@@ -56,6 +82,8 @@ void StepGraph::clear() {
   bytes_.clear();
   offsets_.clear();
   param_ptrs_.clear();
+  open_side_ = -1;
+  join_next_ = false;
 }
 
 void StepGraph::destroy(Cached& c) {
@@ -89,13 +117,14 @@ StepGraph::Error StepGraph::run_eager(cudaStream_t stream) {
   return {};
 }
 
-StepGraph::Cached* StepGraph::build() {
+StepGraph::Cached* StepGraph::build(bool programmatic_joins) {
   auto c = std::make_unique<Cached>();
   if (cudaGraphCreate(&c->graph, 0) != cudaSuccess) {
     (void)cudaGetLastError();
     return nullptr;
   }
   c->nodes.resize(pending_.size());
+  int64_t last_chain = -1;
   for (size_t i = 0; i < pending_.size(); ++i) {
     const KernelLaunch& k = pending_[i];
     cudaKernelNodeParams p{};
@@ -104,19 +133,31 @@ StepGraph::Cached* StepGraph::build() {
     p.blockDim = k.block;
     p.sharedMemBytes = k.smem;
     p.kernelParams = params(k);
-    // The chain: node i depends on node i − 1, programmatically when PDL is on (the header says why
-    // that keeps the order of memory effects).
-    cudaGraphEdgeData edge{};
-    if (programmatic_) {
-      edge.from_port = cudaGraphKernelNodePortProgrammatic;
-      edge.type = cudaGraphDependencyTypeProgrammatic;
-    }
-    if (cudaGraphAddKernelNode(&c->nodes[i], c->graph, nullptr, 0, &p) != cudaSuccess ||
-        (i > 0 && cudaGraphAddDependencies(c->graph, &c->nodes[i - 1], &c->nodes[i], &edge, 1) != cudaSuccess)) {
+    // The chain: a chain node depends on the chain node before it, programmatically when PDL is on (the
+    // header says why that keeps the order of memory effects). A side node depends on the chain node
+    // before it by a full edge (it starts once that kernel has completed); a node with after_side also
+    // on that side node, programmatically when programmatic_joins (its wait_for_producer then waits for
+    // both kernels, and its blocks may still be scheduled early: a full edge would cost the chain the
+    // launch overlap at every join), else by a full edge.
+    cudaGraphEdgeData programmatic_edge{};
+    programmatic_edge.from_port = cudaGraphKernelNodePortProgrammatic;
+    programmatic_edge.type = cudaGraphDependencyTypeProgrammatic;
+    const cudaGraphEdgeData full_edge{};
+    const cudaGraphEdgeData chain_edge = programmatic_ && !k.side ? programmatic_edge : full_edge;
+    const cudaGraphEdgeData join_edge = programmatic_ && programmatic_joins ? programmatic_edge : full_edge;
+    bool ok = cudaGraphAddKernelNode(&c->nodes[i], c->graph, nullptr, 0, &p) == cudaSuccess;
+    if (ok && last_chain >= 0)
+      ok = cudaGraphAddDependencies(c->graph, &c->nodes[static_cast<size_t>(last_chain)], &c->nodes[i], &chain_edge, 1) ==
+           cudaSuccess;
+    if (ok && k.after_side >= 0)
+      ok = cudaGraphAddDependencies(c->graph, &c->nodes[static_cast<size_t>(k.after_side)], &c->nodes[i], &join_edge,
+                                    1) == cudaSuccess;
+    if (!ok) {
       (void)cudaGetLastError();
       destroy(*c);
       return nullptr;
     }
+    if (!k.side) last_chain = static_cast<int64_t>(i);
   }
   if (cudaGraphInstantiate(&c->exec, c->graph, 0) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -125,8 +166,6 @@ StepGraph::Cached* StepGraph::build() {
   }
   ++stats_.graphs_built;
   c->key = sequence_key(pending_);
-  c->funcs.reserve(pending_.size());
-  for (const KernelLaunch& k : pending_) c->funcs.push_back(k.func);
   c->launches = pending_;
   c->bytes = bytes_;
   if (cache_.size() >= kCacheSize) {
@@ -143,10 +182,8 @@ StepGraph::Error StepGraph::run_graph(cudaStream_t stream) {
   const uint64_t key = sequence_key(pending_);
   Cached* hit = nullptr;
   for (auto& c : cache_) {
-    if (c->key != key || c->funcs.size() != pending_.size()) continue;
-    bool same = true;
-    for (size_t i = 0; i < pending_.size() && same; ++i) same = c->funcs[i] == pending_[i].func;
-    if (same) {
+    if (c->key != key) continue;
+    if (same_shape(c->launches, pending_)) {
       hit = c.get();
       break;
     }
@@ -180,7 +217,9 @@ StepGraph::Error StepGraph::run_graph(cudaStream_t stream) {
     hit->launches = pending_;
     hit->bytes = bytes_;
   } else {
-    hit = build();
+    hit = build(true);
+    // (A driver that refuses a second programmatic edge into a node: the joins as full edges.)
+    if (hit == nullptr) hit = build(false);
     // CUDA refused the graph (a launch configuration it rejects): launch one by one, which names the
     // kernel in the error.
     if (hit == nullptr) return run_eager(stream);

@@ -8,8 +8,9 @@
 // instead of launching. Anything else that touches the stream (an upload, a download, a memset, a
 // free, end_step, finish) first flushes the pending list, so the device sees every operation in the
 // order the ops were called, exactly as when launching directly. A flush runs the list as a linear
-// graph (a chain: node i depends on node i-1, the stream's own order):
-// - the cache holds executable graphs keyed by the sequence of kernel functions; a step with the same
+// graph (a chain: node i depends on node i-1, the stream's own order; side launches, begin_side_launch,
+// hang off the chain and are joined where an op says):
+// - the cache holds executable graphs keyed by the sequence of kernel functions (and side launches); a step with the same
 //   sequence (every decode step of a session: only positions, key counts and grids change) reuses
 //   one, and only the nodes whose launch differs from the last replay are patched
 //   (cudaGraphExecKernelNodeSetParams: every field but the device may change);
@@ -58,6 +59,10 @@ struct KernelLaunch {
   const char* name = nullptr;
   uint32_t arg_begin = 0, arg_count = 0;
   uint32_t bytes_begin = 0, bytes_end = 0;
+  // A side launch (begin_side_launch) is off the chain; after_side ≥ 0: this launch also waits for the
+  // side launch of that index (full completion).
+  bool side = false;
+  int32_t after_side = -1;
 };
 
 
@@ -71,6 +76,15 @@ class StepGraph {
 
   // Starts a launch record; its arguments follow with add_arg, in the kernel's parameter order.
   void begin_launch(const void* func, dim3 grid, dim3 block, unsigned smem, const char* name);
+  // Starts a side launch: a kernel off the chain, for work whose result is read several launches later
+  // (hc_pre_norm's Sinkhorn: only the block's hc_post reads comb). It starts once the chain launch
+  // before it has completed (and the previous side launch not yet joined, if any: side launches are
+  // ordered among themselves), runs beside the chain's next kernels, and the chain waits for it only
+  // where join_side() says. In eager runs (no graph) it runs in the stream's order like any launch.
+  void begin_side_launch(const void* func, dim3 grid, dim3 block, unsigned smem, const char* name);
+  // The next chain launch waits for the last side launch (and so for every earlier one) to complete; no
+  // effect when none is open. Called by every op that reads what a side launch writes.
+  void join_side() { join_next_ = open_side_ >= 0; }
   // Appends one argument (already converted to the parameter's type).
   template <typename T>
   void add_arg(const T& value) {
@@ -101,7 +115,6 @@ class StepGraph {
  private:
   struct Cached {
     uint64_t key = 0;
-    std::vector<const void*> funcs;
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     std::vector<cudaGraphNode_t> nodes;
@@ -115,7 +128,7 @@ class StepGraph {
   Error run_eager(cudaStream_t stream);
   Error run_graph(cudaStream_t stream);
   // A new cached graph for the pending launches (nullptr when CUDA refused to build it).
-  Cached* build();
+  Cached* build(bool programmatic_joins);
   static void destroy(Cached& c);
   void clear();
   // The kernelParams array of pending launch i (pointers into bytes_).
@@ -127,6 +140,8 @@ class StepGraph {
   std::vector<void*> param_ptrs_;
   std::vector<std::unique_ptr<Cached>> cache_;
   uint64_t clock_ = 0;
+  int32_t open_side_ = -1;  // the last side launch not yet joined
+  bool join_next_ = false;
   bool programmatic_ = true;
   backend::LaunchStats stats_;
 };

@@ -28,6 +28,7 @@ cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
   o.forms.attn_decode = options.cuda_attn_decode;
   o.forms.stream_products = options.cuda_stream_products;
   o.forms.fused_quant = options.cuda_fused_quant;
+  o.forms.hc_side = options.cuda_hc_side;
   return o;
 }
 #endif

@@ -440,6 +440,88 @@ TEST_P(Conformance, HcPreNorm) {
   }
 }
 
+// hc_pre_norm twice (two inputs, the same outputs), then an op that reads its post and comb, in one step:
+// a backend may compute post and comb after the op returns (CUDA: the Sinkhorn as a side launch beside
+// the next kernels), so the reader must see the second call's values and the second call must not race
+// the first one's. Readers: matmul_hc_post (the decode case takes CUDA's product epilogue) and hc_post.
+TEST_P(Conformance, HcPreNormThenPost) {
+  struct Case {
+    std::string name;
+    int64_t n, D;
+    bool matmul_reader;
+  };
+  const std::vector<Case> cases = {{"decode_matmul_hc_post", 1, 512, true}, {"tokens2_hc_post", 2, 256, false}};
+  uint64_t seed = 1900;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("hc_pre_norm then post case " + c.name);
+    if (!supported(Op::kMatmul, TensorType::kF16) || !supported(Op::kMatmul, TensorType::kQ8_0)) continue;
+    Ctx x(be());
+    Rng rng(++seed);
+    const int64_t hc = 4, n = c.n, D = c.D, n_mix = (2 + hc) * hc, HD = hc * D, in = 2048;
+    const float hc_eps = 1e-6f, rms_eps = 1e-6f;
+    const int64_t iters = 20;
+    std::vector<float> X1 = rng.normals(n * HD), X2 = rng.normals(n * HD, 2.0f), base = rng.normals(n_mix, 0.5f),
+                       normw = rng.normals(D, 0.5f), xin = rng.normals(n * in), y_in = rng.normals(n * D);
+    std::vector<float> scale = {rng.uniform(0.3f, 2.0f), rng.uniform(0.3f, 2.0f), rng.uniform(0.3f, 2.0f)};
+    const int64_t fn_ne[2] = {HD, n_mix}, w_ne[2] = {in, D};
+    backend::HcPreNormArgs a;
+    a.fn = x.weight(TensorType::kF16, weight_bytes(TensorType::kF16, HD, n_mix, rng, WeightGen::kRandom,
+                                                   1.5f / std::sqrt(static_cast<float>(HD))),
+                    2, fn_ne);
+    const uint8_t* fn_bytes = x.host_bytes_of_last();
+    const Tensor w = x.weight(TensorType::kQ8_0, weight_bytes(TensorType::kQ8_0, in, D, rng, WeightGen::kRandom,
+                                                              2.0f / std::sqrt(static_cast<float>(in))),
+                              2, w_ne);
+    const uint8_t* w_bytes = x.host_bytes_of_last();
+    const Tensor X1t = x.f32(X1, HD, n), X2t = x.f32(X2, HD, n), xt = x.f32(xin, in, n), yt_in = x.f32(y_in, D, n);
+    a.scale = x.f32_1d(scale);
+    a.base = x.f32_1d(base);
+    a.hc_eps = hc_eps;
+    a.iters = iters;
+    a.norm = x.f32_1d(normw);
+    a.rms_eps = rms_eps;
+    a.streams = x.alloc(TensorType::kF32, HD, n);
+    a.mix = x.alloc(TensorType::kF32, n_mix, n);
+    a.collapsed = x.alloc(TensorType::kF32, D, n);
+    a.x = x.alloc(TensorType::kF32, D, n);
+    a.post = x.alloc(TensorType::kF32, hc, n);
+    a.comb = x.alloc(TensorType::kF32, hc * hc, n);
+    const Tensor y = x.alloc(TensorType::kF32, D, n), X_out = x.alloc(TensorType::kF32, HD, n);
+    const bool ran = x.step([&] {
+      backend::HcPreNormArgs first = a;
+      first.X = X1t;
+      be().hc_pre_norm(first);
+      backend::HcPreNormArgs second = a;
+      second.X = X2t;
+      be().hc_pre_norm(second);
+      if (c.matmul_reader)
+        be().matmul_hc_post(w, xt, y, X2t, a.post, a.comb, X_out);
+      else
+        be().hc_post(X2t, yt_in, a.post, a.comb, X_out);
+    });
+    if (!ran) continue;
+    std::vector<float> rmix(static_cast<size_t>(n_mix)), rp(static_cast<size_t>(n * hc)),
+        rc(static_cast<size_t>(n * hc * hc)), streams(static_cast<size_t>(HD)), coll(static_cast<size_t>(D)),
+        ry(static_cast<size_t>(n * D)), rX(static_cast<size_t>(n * HD));
+    if (c.matmul_reader)
+      matmul(TensorType::kQ8_0, w_bytes, in, D, xin.data(), in, n, ry.data(), D);
+    else
+      ry = y_in;
+    for (int64_t t = 0; t < n; ++t) {
+      const float* Xt = X2.data() + t * HD;
+      rms_norm_row(Xt, HD, nullptr, rms_eps, streams.data());
+      matmul(TensorType::kF16, fn_bytes, HD, n_mix, streams.data(), HD, 1, rmix.data(), n_mix);
+      hc_pre_token(rmix.data(), scale.data(), base.data(), hc, D, hc_eps, iters, Xt, coll.data(), rp.data() + t * hc,
+                   rc.data() + t * hc * hc);
+      hc_post_token(Xt, ry.data() + t * D, rp.data() + t * hc, rc.data() + t * hc * hc, hc, D, rX.data() + t * HD);
+    }
+    EXPECT_TRUE(same_f32("hc_pre_norm post", rp, x.get<float>(a.post), n, hc));
+    EXPECT_TRUE(same_f32("hc_pre_norm comb", rc, x.get<float>(a.comb), n, hc * hc));
+    EXPECT_TRUE(same_f32("hc post X_out", rX, x.get<float>(X_out), n, HD));
+    count("hc_pre_norm then post");
+  }
+}
+
 // rms_norm_for and hc_pre_norm with MatmulConsumers, then the matmuls that read their output: a backend
 // may quantize the output for them in the producing kernel (CUDA: its twins, cuda_backend.cuh); the
 // products must be the bits of matmul on the stored output. In the "rewritten" cases an op without
