@@ -60,8 +60,12 @@ void StepGraph::begin_launch(const void* func, dim3 grid, dim3 block, unsigned s
 
 void StepGraph::begin_side_launch(const void* func, dim3 grid, dim3 block, unsigned smem, const char* name) {
   const int32_t previous_side = open_side_;
-  join_next_ = false;  // (a pending join applies to the next chain launch, which waits for this one instead)
+  // begin_launch must not consume a pending join for this side launch: it stays for the next chain
+  // launch, which then waits for this side launch (and through it for the previous one).
+  const bool join_pending = join_next_;
+  join_next_ = false;
   begin_launch(func, grid, block, smem, name);
+  join_next_ = join_pending;
   KernelLaunch& k = pending_.back();
   k.side = true;
   k.after_side = previous_side;
