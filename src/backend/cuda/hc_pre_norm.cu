@@ -277,6 +277,9 @@ void CudaBackend::hc_pre_norm(const backend::HcPreNormArgs& h) {
                       h.scale.ne[0] * h.scale.ne[1] >= 3 && h.base.ne[0] * h.base.ne[1] >= n_mix &&
                       (!h.norm.valid() || h.norm.ne[0] == D);
   n_twins = 0;  // x is rewritten (twins are planned below for the fused kernel only)
+  // A side Sinkhorn still open (an hc_pre_norm with no hc_post since) reads mix and writes post and comb,
+  // which either path below writes: its first launch waits for it.
+  join_side();
   bool fused = false;
   if (shapes && forms().hc_cluster) {
     dispatch_type(h.fn.type, [&](auto ops) {
@@ -323,7 +326,6 @@ void CudaBackend::hc_pre_norm(const backend::HcPreNormArgs& h) {
           a.xq_format[i] = twins[i].format;
         }
         a.sinkhorn = !forms().hc_side;
-        join_side();  // a side Sinkhorn still open reads mix and writes post and comb
         launch("hc_pre_norm_kernel", hc_pre_norm_kernel<Ops>, dim3(kHcCluster, static_cast<unsigned>(n)), kHcThreads,
                static_cast<size_t>(smem), a);
         if (!a.sinkhorn)
