@@ -444,13 +444,17 @@ TEST_P(Conformance, HcPreNorm) {
 // a backend may compute post and comb after the op returns (CUDA: the Sinkhorn as a side launch beside
 // the next kernels), so the reader must see the second call's values and the second call must not race
 // the first one's. Readers: matmul_hc_post (the decode case takes CUDA's product epilogue) and hc_post.
+// The second call's fn may be Q8_0 (CUDA: the four-op path, whose matmul writes mix first).
 TEST_P(Conformance, HcPreNormThenPost) {
   struct Case {
     std::string name;
     int64_t n, D;
     bool matmul_reader;
+    TensorType fn2 = TensorType::kF16;  // the second call's fn type
   };
-  const std::vector<Case> cases = {{"decode_matmul_hc_post", 1, 512, true}, {"tokens2_hc_post", 2, 256, false}};
+  const std::vector<Case> cases = {{"decode_matmul_hc_post", 1, 512, true},
+                                   {"tokens2_hc_post", 2, 256, false},
+                                   {"second_unfused_q8_0", 1, 256, false, TensorType::kQ8_0}};
   uint64_t seed = 1900;
   for (const Case& c : cases) {
     SCOPED_TRACE("hc_pre_norm then post case " + c.name);
@@ -468,6 +472,10 @@ TEST_P(Conformance, HcPreNormThenPost) {
     a.fn = x.weight(TensorType::kF16, weight_bytes(TensorType::kF16, HD, n_mix, rng, WeightGen::kRandom,
                                                    1.5f / std::sqrt(static_cast<float>(HD))),
                     2, fn_ne);
+    const Tensor fn1 = a.fn;
+    const Tensor fn2 = x.weight(c.fn2, weight_bytes(c.fn2, HD, n_mix, rng, WeightGen::kRandom,
+                                                    1.5f / std::sqrt(static_cast<float>(HD))),
+                                2, fn_ne);
     const uint8_t* fn_bytes = x.host_bytes_of_last();
     const Tensor w = x.weight(TensorType::kQ8_0, weight_bytes(TensorType::kQ8_0, in, D, rng, WeightGen::kRandom,
                                                               2.0f / std::sqrt(static_cast<float>(in))),
@@ -490,9 +498,11 @@ TEST_P(Conformance, HcPreNormThenPost) {
     const bool ran = x.step([&] {
       backend::HcPreNormArgs first = a;
       first.X = X1t;
+      first.fn = fn1;
       be().hc_pre_norm(first);
       backend::HcPreNormArgs second = a;
       second.X = X2t;
+      second.fn = fn2;
       be().hc_pre_norm(second);
       if (c.matmul_reader)
         be().matmul_hc_post(w, xt, y, X2t, a.post, a.comb, X_out);
@@ -510,7 +520,7 @@ TEST_P(Conformance, HcPreNormThenPost) {
     for (int64_t t = 0; t < n; ++t) {
       const float* Xt = X2.data() + t * HD;
       rms_norm_row(Xt, HD, nullptr, rms_eps, streams.data());
-      matmul(TensorType::kF16, fn_bytes, HD, n_mix, streams.data(), HD, 1, rmix.data(), n_mix);
+      matmul(c.fn2, fn_bytes, HD, n_mix, streams.data(), HD, 1, rmix.data(), n_mix);
       hc_pre_token(rmix.data(), scale.data(), base.data(), hc, D, hc_eps, iters, Xt, coll.data(), rp.data() + t * hc,
                    rc.data() + t * hc * hc);
       hc_post_token(Xt, ry.data() + t * D, rp.data() + t * hc, rc.data() + t * hc * hc, hc, D, rX.data() + t * HD);
