@@ -108,18 +108,21 @@ class CudaBackend final : public backend::Backend {
   // flush; launch errors are recorded there under `name`.
   template <typename... Params, typename... Args>
   void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
-    if (!twin_scope_) n_twins = 0;  // a kernel of another op may write a twin's rows
-    static_assert(sizeof...(Params) == sizeof...(Args), "launch: argument count differs from the kernel's");
-    steps_.begin_launch(reinterpret_cast<const void*>(kernel), grid, block, static_cast<unsigned>(smem), name);
-    (steps_.add_arg(static_cast<std::remove_cv_t<std::remove_reference_t<Params>>>(std::forward<Args>(args))), ...);
-    if (!graphs_) flush_launches();
+    launch_as(false, name, kernel, grid, block, smem, std::forward<Args>(args)...);
   }
-  // The same as a side launch (StepGraph::begin_side_launch): off the chain, joined by join_side().
-  // The kernel writes only what the ops that join read (never a twin).
+  // launch, or when `side` a side launch (StepGraph::begin_side_launch): off the chain, joined by
+  // join_side(); a side kernel writes only what the ops that join read (never a twin).
   template <typename... Params, typename... Args>
-  void launch_side(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
-    static_assert(sizeof...(Params) == sizeof...(Args), "launch_side: argument count differs from the kernel's");
-    steps_.begin_side_launch(reinterpret_cast<const void*>(kernel), grid, block, static_cast<unsigned>(smem), name);
+  void launch_as(bool side, const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                 Args&&... args) {
+    static_assert(sizeof...(Params) == sizeof...(Args), "launch: argument count differs from the kernel's");
+    const void* func = reinterpret_cast<const void*>(kernel);
+    if (side) {
+      steps_.begin_side_launch(func, grid, block, static_cast<unsigned>(smem), name);
+    } else {
+      if (!twin_scope_) n_twins = 0;  // a kernel of another op may write a twin's rows
+      steps_.begin_launch(func, grid, block, static_cast<unsigned>(smem), name);
+    }
     (steps_.add_arg(static_cast<std::remove_cv_t<std::remove_reference_t<Params>>>(std::forward<Args>(args))), ...);
     if (!graphs_) flush_launches();
   }

@@ -356,9 +356,8 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_split_kernel(Produ
   if (lane == 0) (blockIdx.z == 0 ? a.y : a.y_z1)[o] = p;
   if (a.hc_out != nullptr && blockIdx.z == 0 && lane < a.hc) {  // HC post of column o: lane j writes stream j
     const int64_t j = lane;
-    float acc = a.hc_post[j] * __shfl_sync(0xffffffffu >> (32 - a.hc), p, 0);
-    for (int64_t i = 0; i < a.hc; ++i) acc = hd::fma(a.hc_comb[i * a.hc + j], a.hc_X[i * a.out + o], acc);
-    a.hc_out[j * a.out + o] = acc;
+    a.hc_out[j * a.out + o] = rowops::hc_post_value(a.hc_post[j], __shfl_sync(0xffffffffu >> (32 - a.hc), p, 0),
+                                                    a.hc_comb, a.hc_X + o, a.out, a.hc, j);
   }
 }
 

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "backend/cuda/matmul.cuh"
+#include "backend/cuda/row_ops.cuh"
 #include "numerics/det_math.h"
 #include "numerics/hd.h"
 
@@ -284,11 +285,8 @@ __global__ void combine_hc_post_kernel(CombineHcPostK k) {
     const int64_t col = e % D, j = (e / D) % hc, t = e / (D * hc);
     const float y = combine_at(k.c, t, col);
     if (j == 0) k.c.out[t * k.c.o_stride + col] = y;
-    const float* Xt = k.X + t * k.X_stride;
-    const float* C = k.comb + t * k.comb_stride;
-    float acc = k.post[t * k.post_stride + j] * y;
-    for (int64_t i = 0; i < hc; ++i) acc = hd::fma(C[i * hc + j], Xt[i * D + col], acc);
-    k.X_out[t * k.X_out_stride + j * D + col] = acc;
+    k.X_out[t * k.X_out_stride + j * D + col] = rowops::hc_post_value(
+        k.post[t * k.post_stride + j], y, k.comb + t * k.comb_stride, k.X + t * k.X_stride + col, D, hc, j);
   }
 }
 
@@ -347,11 +345,7 @@ void CudaBackend::moe_hc_post(const backend::MoeArgs& m, const Tensor& X, const 
   const bool fits = hc > 0 && X.ne[0] == hc * D && X.ne[1] == n && X_out.ne[0] == hc * D && X_out.ne[1] == n &&
                     post.ne[1] == n && comb.ne[0] == hc * hc && comb.ne[1] == n &&
                     (X.nb[1] | post.nb[1] | comb.nb[1] | X_out.nb[1]) % 4 == 0;
-  if (!fits) {
-    moe(m);
-    hc_post(X, m.out, post, comb, X_out);
-    return;
-  }
+  if (!fits) return Backend::moe_hc_post(m, X, post, comb, X_out);
   const HcPostTail tail{&X, &post, &comb, &X_out};
   moe_then(m, &tail);
 }

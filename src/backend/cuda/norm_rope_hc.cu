@@ -477,11 +477,9 @@ __global__ void hc_post_kernel(const void* X, int64_t X_nb, const void* y, int64
   const int64_t total = n * hc * D, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
     const int64_t c = e % D, j = (e / D) % hc, t = e / (D * hc);
-    const float* Xt = row_ptr<float>(X, X_nb, t);
-    const float* C = row_ptr<float>(comb, comb_nb, t);
-    float acc = row_ptr<float>(post, post_nb, t)[j] * row_ptr<float>(y, y_nb, t)[c];
-    for (int64_t i = 0; i < hc; ++i) acc = hd::fma(C[i * hc + j], Xt[i * D + c], acc);
-    row_ptr<float>(out, out_nb, t)[j * D + c] = acc;
+    row_ptr<float>(out, out_nb, t)[j * D + c] =
+        rowops::hc_post_value(row_ptr<float>(post, post_nb, t)[j], row_ptr<float>(y, y_nb, t)[c],
+                              row_ptr<float>(comb, comb_nb, t), row_ptr<float>(X, X_nb, t) + c, D, hc, j);
   }
 }
 
@@ -594,21 +592,13 @@ void CudaBackend::rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int
 void CudaBackend::launch_hc_mix(const Tensor& mix_t, const float* scale3, const float* base, float eps, int64_t iters,
                                 const Tensor& post, const Tensor& comb, bool side) {
   const int64_t n = post.ne[1], hc = post.ne[0];
-  if (hc * hc <= 32) {
-    const unsigned grid = grid_for(n, kWarpsPerBlock);
-    if (side)
-      launch_side("hc_pre_mix_warp_kernel (side)", hc_pre_mix_warp_kernel, grid, kThreads, 0, mix_t.data, mix_t.nb[1],
-                  scale3, base, eps, iters, n, static_cast<int>(hc), post.data, post.nb[1], comb.data, comb.nb[1]);
-    else
-      launch("hc_pre_mix_warp_kernel", hc_pre_mix_warp_kernel, grid, kThreads, 0, mix_t.data, mix_t.nb[1], scale3, base,
-             eps, iters, n, static_cast<int>(hc), post.data, post.nb[1], comb.data, comb.nb[1]);
-  } else if (side) {
-    launch_side("hc_pre_mix_kernel (side)", hc_pre_mix_kernel, grid_for(n, 64), 64, 0, mix_t.data, mix_t.nb[1], scale3,
-                base, eps, iters, n, hc, post.data, post.nb[1], comb.data, comb.nb[1]);
-  } else {
-    launch("hc_pre_mix_kernel", hc_pre_mix_kernel, grid_for(n, 64), 64, 0, mix_t.data, mix_t.nb[1], scale3, base, eps,
-           iters, n, hc, post.data, post.nb[1], comb.data, comb.nb[1]);
-  }
+  if (hc * hc <= 32)
+    launch_as(side, "hc_pre_mix_warp_kernel", hc_pre_mix_warp_kernel, grid_for(n, kWarpsPerBlock), kThreads, 0,
+              mix_t.data, mix_t.nb[1], scale3, base, eps, iters, n, static_cast<int>(hc), post.data, post.nb[1],
+              comb.data, comb.nb[1]);
+  else
+    launch_as(side, "hc_pre_mix_kernel", hc_pre_mix_kernel, grid_for(n, 64), 64, 0, mix_t.data, mix_t.nb[1], scale3,
+              base, eps, iters, n, hc, post.data, post.nb[1], comb.data, comb.nb[1]);
 }
 
 void CudaBackend::hc_pre(const Tensor& mix_t, const Tensor& scale_t, const Tensor& base_t, float eps, int64_t iters,

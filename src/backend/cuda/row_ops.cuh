@@ -211,6 +211,16 @@ __device__ __forceinline__ void hc_mix_warp(const float* m, const float* scale3,
   if (live) comb[lane] = c;
 }
 
+// hc_post's value of stream j at one column: post_j·y, then + comb[i·hc + j]·X_i (fma, i ascending), X_i
+// = X[i·stride] (X at the column in stream 0). hc_post_kernel's arithmetic, shared by the kernels that
+// fuse HC post (the MoE combine, the decode product's epilogue).
+__device__ __forceinline__ float hc_post_value(float post_j, float y, const float* comb, const float* X, int64_t stride,
+                                               int64_t hc, int64_t j) {
+  float acc = post_j * y;
+  for (int64_t i = 0; i < hc; ++i) acc = hd::fma(comb[i * hc + j], X[i * stride], acc);
+  return acc;
+}
+
 // hc_pre's weight of stream i: σ(mix_i·scale0 + base_i) + eps (the collapse and hc_head recompute it).
 __device__ __forceinline__ float hc_pre_weight(float mix_i, float scale0, float base_i, float eps) {
   return det::sigmoid(mix_i * scale0 + base_i) + eps;
