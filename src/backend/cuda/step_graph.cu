@@ -128,6 +128,17 @@ StepGraph::Cached* StepGraph::build(bool programmatic_joins) {
     return nullptr;
   }
   c->nodes.resize(pending_.size());
+  // The chain: a chain node depends on the chain node before it, programmatically when PDL is on (the
+  // header says why that keeps the order of memory effects). A side node depends on the chain node
+  // before it by a full edge (it starts once that kernel has completed); a node with after_side also
+  // on that side node, programmatically when programmatic_joins (its wait_for_producer then waits for
+  // both kernels, and its blocks may still be scheduled early: a full edge would cost the chain the
+  // launch overlap at every join), else by a full edge.
+  cudaGraphEdgeData programmatic_edge{};
+  programmatic_edge.from_port = cudaGraphKernelNodePortProgrammatic;
+  programmatic_edge.type = cudaGraphDependencyTypeProgrammatic;
+  const cudaGraphEdgeData full_edge{};
+  const cudaGraphEdgeData join_edge = programmatic_ && programmatic_joins ? programmatic_edge : full_edge;
   int64_t last_chain = -1;
   for (size_t i = 0; i < pending_.size(); ++i) {
     const KernelLaunch& k = pending_[i];
@@ -137,18 +148,7 @@ StepGraph::Cached* StepGraph::build(bool programmatic_joins) {
     p.blockDim = k.block;
     p.sharedMemBytes = k.smem;
     p.kernelParams = params(k);
-    // The chain: a chain node depends on the chain node before it, programmatically when PDL is on (the
-    // header says why that keeps the order of memory effects). A side node depends on the chain node
-    // before it by a full edge (it starts once that kernel has completed); a node with after_side also
-    // on that side node, programmatically when programmatic_joins (its wait_for_producer then waits for
-    // both kernels, and its blocks may still be scheduled early: a full edge would cost the chain the
-    // launch overlap at every join), else by a full edge.
-    cudaGraphEdgeData programmatic_edge{};
-    programmatic_edge.from_port = cudaGraphKernelNodePortProgrammatic;
-    programmatic_edge.type = cudaGraphDependencyTypeProgrammatic;
-    const cudaGraphEdgeData full_edge{};
     const cudaGraphEdgeData chain_edge = programmatic_ && !k.side ? programmatic_edge : full_edge;
-    const cudaGraphEdgeData join_edge = programmatic_ && programmatic_joins ? programmatic_edge : full_edge;
     bool ok = cudaGraphAddKernelNode(&c->nodes[i], c->graph, nullptr, 0, &p) == cudaSuccess;
     if (ok && last_chain >= 0)
       ok = cudaGraphAddDependencies(c->graph, &c->nodes[static_cast<size_t>(last_chain)], &c->nodes[i], &chain_edge, 1) ==
