@@ -200,23 +200,23 @@ class VerifyingBackend final : public Backend {
     r_->route(rr);
     check("route", {{"ids", r.ids}, {"weights", r.weights}});
   }
-  void moe(const MoeArgs& m) override {
+  // m with every tensor replaced by its reference copy.
+  MoeArgs ref_moe(const MoeArgs& m) const {
     MoeArgs rm = m;
     for (Tensor* t : {&rm.x, &rm.ids, &rm.weights, &rm.gate_exps, &rm.up_exps, &rm.down_exps, &rm.gate_sh, &rm.up_sh,
                       &rm.down_sh, &rm.out})
       *t = ref(*t);
+    return rm;
+  }
+  void moe(const MoeArgs& m) override {
     p_->moe(m);
-    r_->moe(rm);
+    r_->moe(ref_moe(m));
     check("moe", {{"out", m.out}});
   }
   void moe_hc_post(const MoeArgs& m, const Tensor& X, const Tensor& post, const Tensor& comb,
                    const Tensor& X_out) override {
-    MoeArgs rm = m;
-    for (Tensor* t : {&rm.x, &rm.ids, &rm.weights, &rm.gate_exps, &rm.up_exps, &rm.down_exps, &rm.gate_sh, &rm.up_sh,
-                      &rm.down_sh, &rm.out})
-      *t = ref(*t);
     p_->moe_hc_post(m, X, post, comb, X_out);
-    r_->moe_hc_post(rm, ref(X), ref(post), ref(comb), ref(X_out));
+    r_->moe_hc_post(ref_moe(m), ref(X), ref(post), ref(comb), ref(X_out));
     check("moe_hc_post", {{"out", m.out}, {"X_out", X_out}});
   }
   void argmax(const Tensor& logits, const Tensor& ids) override {
