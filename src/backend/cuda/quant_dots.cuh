@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "numerics/blocks.h"
 #include "numerics/iq2_xxs_grid.h"
@@ -58,44 +59,70 @@ __device__ __forceinline__ uint32_t top_bits_to_bytes(uint32_t spread) {
   return m;
 }
 
-// The grid bytes with their signs: byte j of g is a magnitude (8, 25 or 43) and byte j of m is 0xff
-// (negative) or 0. (g ^ m) + (m & 1 per byte) is the two's complement −g where m is 0xff and g where it is
-// 0; no byte carries into the next since g ^ 0xff ≤ 0xf7 (the grid has no zero byte: checked below).
-__device__ __forceinline__ uint32_t signed_grid(uint32_t g, uint32_t m) { return (g ^ m) + (m & 0x01010101u); }
+// IQ2_XXS signs without a table. The sign pattern of index s (7 bits) is kIq2xxsSigns[s] = s | parity(s) << 7
+// (checked below): bit j of the pattern negates weight j of the 8. Spread to bit 8j+7 of two words, the
+// prmt above turns them into byte masks (0xff: negative):
+//   low four:  s · (2^7 + 2^14 + 2^21 + 2^28): bit j lands at 8j+7; the partial products fill bits
+//              7-13, 14-20, 21-27 and 28-31, which do not overlap, so nothing carries;
+//   high four: s · (2^3 + 2^10 + 2^17) puts bits 4, 5, 6 at 7, 15, 23 (partial products at 3-9, 10-16,
+//              17-23: no carries, bits 24-31 zero) and popc(s) · 2^31 the parity at 31.
+// Two multiplies, a popc and an add instead of masking, or-ing and shifting (the routed products are
+// bound by instruction issue: ~22 integer operations per 8 weights before).
+__host__ __device__ constexpr uint32_t iq2_sign_spread_lo(uint32_t s) { return s * 0x10204080u; }
+__host__ __device__ constexpr uint32_t iq2_sign_spread_hi(uint32_t s) {
+  uint32_t ones = 0;
+#ifdef __CUDA_ARCH__
+  if (!std::is_constant_evaluated()) {
+    ones = static_cast<uint32_t>(__popc(s));
+  } else
+#endif
+  {
+    for (uint32_t v = s; v != 0; v &= v - 1) ++ones;
+  }
+  return s * 0x00020408u + ones * 0x80000000u;
+}
 
-// The sign pattern of IQ2_XXS index s is kIq2xxsSigns[s] = s | parity(s) << 7 (checked below), so the
-// signs are computed, not looked up: one shared-memory load fewer per 8 weights (the routed products
-// are bound by the shared-memory pipe).
+// What the grid bytes and the signs must be for iq2_xxs_group_isum: every magnitude in 1..127 (so that
+// g ^ 0xff is −g − 1 as a signed byte), the sign patterns s | parity(s) << 7, and the two spreads put
+// pattern bit j at bit 8j+7 (the bit prmt reads) for all 128 indices.
 consteval bool iq2_xxs_tables_fit_signed_grid() {
   for (uint64_t e : qref::kIq2xxsGrid)
     for (int j = 0; j < 8; ++j)
       if (((e >> (8 * j)) & 0xff) == 0 || ((e >> (8 * j)) & 0xff) > 0x7f) return false;
-  for (int s = 0; s < 128; ++s) {
+  for (uint32_t s = 0; s < 128; ++s) {
     int parity = 0;
     for (int j = 0; j < 7; ++j) parity ^= (s >> j) & 1;
-    if (qref::kIq2xxsSigns[s] != (s | parity << 7)) return false;
+    const uint32_t pattern = qref::kIq2xxsSigns[s];
+    if (pattern != (s | static_cast<uint32_t>(parity) << 7)) return false;
+    for (int j = 0; j < 4; ++j) {
+      if (((iq2_sign_spread_lo(s) >> (8 * j + 7)) & 1) != ((pattern >> j) & 1)) return false;
+      if (((iq2_sign_spread_hi(s) >> (8 * j + 7)) & 1) != ((pattern >> (j + 4)) & 1)) return false;
+    }
   }
   return true;
 }
 static_assert(iq2_xxs_tables_fit_signed_grid(),
-              "signed_grid needs grid magnitudes in 1..127 and the signs s | parity(s) << 7");
+              "iq2_xxs_group_isum needs grid magnitudes in 1..127, the signs s | parity(s) << 7 and spreads "
+              "that put sign j at bit 8j+7");
 
 // Σ over one group of 32 weights (aw: its two words, iq2_xxs_group_words) of signed grid × activation
-// (a32: the group's 8 activation words), times 2·ls + 1. Per 8 weights: bit j of the sign index goes to
-// bit 8j+7 by a multiply (partial products at bits 7-10, 14-17, 21-24, 28-31: no carries; the 8th sign,
-// the parity, to bit 31 by popc << 31), prmt spreads the top bits to byte masks, two dp4a.
+// (a32: the group's 8 activation words), times 2·ls + 1. Per 4 weights with byte masks m (0xff where
+// negative): g ^ m is g or −g − 1 as signed bytes, so Σ signed·a = dp4a(g ^ m, a) − dp4a(m, a) (m's bytes
+// are 0 or −1): an xor and two dp4a, the second into its own sum.
 __device__ __forceinline__ int32_t iq2_xxs_group_isum(uint32_t aw0, uint32_t aw1, const uint64_t* grid, const int* a32) {
-  int32_t gsum = 0;
+  int32_t gsum = 0, msum = 0;
 #pragma unroll
   for (int l = 0; l < 4; ++l) {
     const uint32_t s_idx = (aw1 >> (7 * l)) & 127;
     const uint64_t gr = grid[(aw0 >> (8 * l)) & 0xff];
-    const uint32_t m_lo = top_bits_to_bytes((s_idx & 0xfu) * 0x10204080u);
-    const uint32_t m_hi = top_bits_to_bytes(((s_idx & 0x70u) * 0x01020408u) | (static_cast<uint32_t>(__popc(s_idx)) << 31));
-    gsum = __dp4a(static_cast<int>(signed_grid(static_cast<uint32_t>(gr), m_lo)), a32[2 * l], gsum);
-    gsum = __dp4a(static_cast<int>(signed_grid(static_cast<uint32_t>(gr >> 32), m_hi)), a32[2 * l + 1], gsum);
+    const uint32_t m_lo = top_bits_to_bytes(iq2_sign_spread_lo(s_idx));
+    const uint32_t m_hi = top_bits_to_bytes(iq2_sign_spread_hi(s_idx));
+    gsum = __dp4a(static_cast<int>(static_cast<uint32_t>(gr) ^ m_lo), a32[2 * l], gsum);
+    msum = __dp4a(static_cast<int>(m_lo), a32[2 * l], msum);
+    gsum = __dp4a(static_cast<int>(static_cast<uint32_t>(gr >> 32) ^ m_hi), a32[2 * l + 1], gsum);
+    msum = __dp4a(static_cast<int>(m_hi), a32[2 * l + 1], msum);
   }
-  return static_cast<int32_t>(2 * (aw1 >> 28) + 1) * gsum;
+  return static_cast<int32_t>(2 * (aw1 >> 28) + 1) * (gsum - msum);
 }
 
 // iq2_xxs_isum over groups [g0, g1).
