@@ -30,16 +30,36 @@ void Backend::hc_pre_norm(const HcPreNormArgs& a) {
   rms_norm(a.collapsed, a.norm, a.rms_eps, a.x);
 }
 
+void Backend::norm_rope(std::span<const NormRopeJob> jobs) {
+  for (const NormRopeJob& j : jobs) {
+    if (j.norm) rms_norm(j.x, j.w, j.eps, j.x);
+    rope(j.x, j.rows_per_pos, j.p0, j.n_rot, j.freqs, false);
+  }
+}
+
 void Backend::rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t rows_per_pos, int64_t p0,
                             int64_t n_rot, const Tensor& freqs) {
-  rms_norm(x, w, eps, x);
-  rope(x, rows_per_pos, p0, n_rot, freqs, false);
+  NormRopeJob job;
+  job.x = x;
+  job.w = w;
+  job.eps = eps;
+  job.rows_per_pos = rows_per_pos;
+  job.p0 = p0;
+  job.n_rot = n_rot;
+  job.freqs = freqs;
+  norm_rope({&job, 1});
+}
+
+void Backend::matmul_route(const Tensor& w, const Tensor& x, const RouteArgs& r) {
+  matmul(w, x, r.logits);
+  route(r);
 }
 
 void Backend::attention_unrope(const AttentionArgs& a, int64_t n_rot, const Tensor& freqs) {
   attention(a);
   if (a.n_head <= 0 || a.o.ne[0] % a.n_head != 0) return;  // attention has reported the shapes
   rope(a.o.as_rows(a.o.ne[0] / a.n_head), a.n_head, a.p0, n_rot, freqs, true);
+  if (a.store_kv) kv_store(a.kv, a.p0, a.ring);
 }
 
 void Backend::matmul_hc_post(const Tensor& w, const Tensor& x, const Tensor& y, const Tensor& X, const Tensor& post,

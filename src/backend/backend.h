@@ -136,6 +136,17 @@ struct MatmulJob {
   Tensor y;  // [n][out] F32
 };
 
+// One job of norm_rope: rms_norm(x, w, eps, x) when `norm` (in place; w may be invalid: no weight), then
+// rope(x, rows_per_pos, p0, n_rot, freqs, false) — exactly those ops in that order, their bits in x.
+struct NormRopeJob {
+  Tensor x;  // [rows][n] F32, rewritten in place
+  Tensor w;  // [n] F32 or invalid (norm only)
+  bool norm = true;
+  float eps = 0.0f;
+  int64_t rows_per_pos = 1, p0 = 0, n_rot = 0;
+  Tensor freqs;  // [≥ n_rot / 2] F32
+};
+
 // Compressor state of one layer and kind (spec §5): the pending token rows of the last coff·ratio
 // positions as a ring (row of position p at slot p mod (coff·ratio)), and the compressed entries
 // (entry w pools positions [w·r, (w+1)·r) and, for CSA, the A-half of [(w−1)·r, w·r)).
@@ -203,6 +214,7 @@ struct AttentionArgs {
   int64_t window = 0;   // W: raw keys of position p are max(0, p−W+1) … p
   int64_t ratio = 0;    // compressed entry w is visible to position p iff w < ⌊(p+1)/ratio⌋
   float scale = 0;
+  bool store_kv = false;  // attention_unrope only: then kv_store(kv, p0, ring) (attention() ignores it)
 };
 
 // sample(): the next token chosen where the logits are. The rule is sampling::Sampler::sample's
@@ -342,12 +354,14 @@ class Backend {
   // inverse: s = −s.
   virtual void rope(const Tensor& x, int64_t rows_per_pos, int64_t p0, int64_t n_rot, const Tensor& freqs,
                     bool inverse) = 0;
-  // The attention block's query heads and key = value row: rms_norm(x, w, eps, x) (in place; w may
-  // be invalid: no weight), then rope(x, rows_per_pos, p0, n_rot, freqs, false): exactly those two
-  // ops in that order, with their bits in x. This default runs the two ops; a backend may override it
-  // with a fused kernel (CUDA: one warp per row, the rotated tail taken from the normalized values).
-  virtual void rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t rows_per_pos, int64_t p0,
-                             int64_t n_rot, const Tensor& freqs);
+  // The attention block's query heads, key = value row and indexer queries: every job (NormRopeJob: the
+  // norm, then the rotation, in place), in any order; no two jobs' x overlap. This default runs each job's
+  // ops; a backend may override it with a fused kernel (CUDA: one launch for all jobs, one warp per row,
+  // the rotated tail taken from the normalized values).
+  virtual void norm_rope(std::span<const NormRopeJob> jobs);
+  // norm_rope of one job with norm.
+  void rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t rows_per_pos, int64_t p0, int64_t n_rot,
+                     const Tensor& freqs);
 
   // HC pre mixing (spec §4.1 steps 3-7) per token t, hc streams of width D:
   //   mix [n][(2+hc)·hc], scale [3], base [(2+hc)·hc], X [n][hc·D] →
@@ -408,9 +422,11 @@ class Backend {
   //   o_h[c] = (Σ_j p_j·k_j[c]) / den (fma chain over j from 0, one division).
   virtual void attention(const AttentionArgs& a) = 0;
   // The attention block's output heads with their positions taken back out: attention(a), then
-  // rope(o as [n·H][d] rows, H, a.p0, n_rot, freqs, inverse = true): exactly those two ops in that order,
-  // with their bits in a.o. This default runs the two ops; a backend may override it with a fused
-  // kernel (CUDA: the decode form's lanes hold adjacent columns, so a rotated pair is two lanes of a warp).
+  // rope(o as [n·H][d] rows, H, a.p0, n_rot, freqs, inverse = true), then when a.store_kv
+  // kv_store(a.kv, a.p0, a.ring): exactly those ops in that order, with their bits in a.o and the ring.
+  // This default runs the ops; a backend may override it with fused kernels (CUDA: the decode form's
+  // lanes hold adjacent columns, so a rotated pair is two lanes of a warp; a one-query pass stores its kv
+  // row from the scores kernel, since the slot it overwrites holds position p0 − W, outside the window).
   virtual void attention_unrope(const AttentionArgs& a, int64_t n_rot, const Tensor& freqs);
   // Stores the chunk's kv rows [n][d] into the ring [W][d] (slot p mod W) for the next chunks: the
   // rows of positions max(p0, p0 + n − W) … p0 + n − 1.
@@ -422,6 +438,10 @@ class Backend {
   // sum = Σ_k s_{ids[k]} sequentially from 0;
   // weights[t][k] = (norm ? s_{ids[k]} / (sum + 1e-20f) : s_{ids[k]}) · scale.
   virtual void route(const RouteArgs& r) = 0;
+  // The MoE block's router: matmul(w, x, r.logits), then route(r): exactly those two ops in that order,
+  // with their bits in r.logits, r.ids and r.weights. This default runs the two ops; a backend may route
+  // where the logits are made (CUDA: for one token, the router product's last CTA to finish).
+  virtual void matmul_route(const Tensor& w, const Tensor& x, const RouteArgs& r);
 
   // Routed + shared experts (spec §6.3). For each (token t, slot k): g = W_gate[e]·x[t], u = W_up[e]·x[t]
   // (matmul bits), h = swiglu_clamp(g, u, limit_exp), y_tk = W_down[e]·h; the shared expert the same

@@ -167,9 +167,13 @@ void Session::attention_block(int64_t il, int64_t p0, int64_t n) {
   jobs_.push_back({lw.q_b, cq, q});
   if (kind == AttentionKind::kCsa) jobs_.push_back({lw.idx_q_b, cq, qI});
   backend_.matmul_batch(jobs_);
-  const backend::Tensor q_heads = q.as_rows(d);  // [n·H][d]
-  backend_.rms_norm_rope(q_heads, {}, eps, H, p0, s.n_rot, freqs);
-  backend_.rms_norm_rope(kv, lw.kv_norm, eps, 1, p0, s.n_rot, freqs);
+  // Query heads [n·H][d]: unweighted norm, RoPE; the key = value row: norm, RoPE; the indexer's query
+  // heads [n·nI][dI]: RoPE only. One norm_rope (a backend may run the three as one kernel).
+  backend::NormRopeJob nr[3];
+  nr[0] = {q.as_rows(d), {}, true, eps, H, p0, s.n_rot, freqs};
+  nr[1] = {kv, lw.kv_norm, true, eps, 1, p0, s.n_rot, freqs};
+  nr[2] = {qI.as_rows(dI), {}, false, eps, nI, p0, s.n_rot, freqs};
+  backend_.norm_rope({nr, kind == AttentionKind::kCsa ? size_t{3} : size_t{2}});
 
   // Compressed keys: HCA attends to every closed window, CSA to the indexer's top-k of them.
   if (kind != AttentionKind::kSliding) {
@@ -177,7 +181,6 @@ void Session::attention_block(int64_t il, int64_t p0, int64_t n) {
     compressor_block(ls.comp, comp_a, comp_z, lw.comp_ape, lw.comp_norm, p0, ratio, coff, d);
     if (kind == AttentionKind::kCsa) {
       compressor_block(ls.idx, idx_a, idx_z, lw.idx_ape, lw.idx_norm, p0, ratio, 2, dI);
-      backend_.rope(qI.as_rows(dI), nI, p0, s.n_rot, freqs, false);
       const float gscale0 = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dI)));
       const float gscale1 = static_cast<float>(1.0 / std::sqrt(static_cast<double>(nI)));
       backend_.indexer_topk(qI, gI, gscale0, gscale1, ls.idx.entries, p0, ratio, rows(a.topk));
@@ -197,8 +200,8 @@ void Session::attention_block(int64_t il, int64_t p0, int64_t n) {
   att.window = s.n_swa;
   att.ratio = ratio;
   att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  att.store_kv = true;  // then the chunk's kv rows into the ring, for the next steps
   backend_.attention_unrope(att, s.n_rot, freqs);  // the heads' positions rotated back out of o
-  backend_.kv_store(kv, p0, ls.raw);
 
   // Grouped low-rank output: v_g = A_g · (heads of group g), y = W_ob · concat(v_g); group g reads
   // columns [g·in_g, (g+1)·in_g) of o and writes columns [g·R, (g+1)·R) of v, in place.
@@ -227,7 +230,6 @@ void Session::ffn_block(int64_t il, int64_t n) {
   const backend::Tensor x = rows(a.x);
 
   // Router: K experts per token (hash layers: by token id) and their weights.
-  backend_.matmul(lw.router, x, rows(a.router));
   backend::RouteArgs r;
   r.logits = rows(a.router);
   r.bias = lw.router_bias;
@@ -238,7 +240,7 @@ void Session::ffn_block(int64_t il, int64_t n) {
   r.k = s.n_expert_used;
   r.norm = s.expert_weights_norm;
   r.scale = static_cast<float>(s.expert_weights_scale);
-  backend_.route(r);
+  backend_.matmul_route(lw.router, x, r);
 
   // Routed experts and the shared expert, combined.
   backend::MoeArgs m;

@@ -507,16 +507,17 @@ void CudaBackend::indexer_topk(const Tensor& qI, const Tensor& g, float gscale0,
 
 // --- attention ------------------------------------------------------------------------------------
 
-void CudaBackend::attention(const backend::AttentionArgs& a) { attend(a, 0, nullptr); }
+void CudaBackend::attention(const backend::AttentionArgs& a) { attend(a, 0, nullptr, false); }
 
 void CudaBackend::attention_unrope(const backend::AttentionArgs& a, int64_t n_rot, const Tensor& freqs) {
-  attend(a, n_rot, &freqs);
+  attend(a, n_rot, &freqs, a.store_kv);
 }
 
 // Attention, then (freqs set) rope(o as [n·H][d], H, p0, n_rot, freqs, inverse): fused into the decode
 // form's output (attention_decode.cu) when every pass takes it and the rotated pairs are lane pairs (d
-// and n_rot even), else the rope op after the passes.
-void CudaBackend::attend(const backend::AttentionArgs& a, int64_t n_rot, const Tensor* freqs) {
+// and n_rot even), else the rope op after the passes; then (store) kv_store(kv, p0, ring): by the decode
+// form's scores kernel for one query, else the kv_store op.
+void CudaBackend::attend(const backend::AttentionArgs& a, int64_t n_rot, const Tensor* freqs, bool store) {
   const int64_t n = a.q.ne[1], H = a.n_head, d = a.kv.ne[0], W = a.window, p0 = a.p0;
   const bool has_comp = a.comp.valid(), csa = has_comp && a.comp_index.valid();
   if (H <= 0 || W <= 0 || p0 < 0 || a.q.ne[0] != H * d || a.o.ne[0] != H * d || a.o.ne[1] != n || a.kv.ne[1] != n ||
@@ -533,6 +534,12 @@ void CudaBackend::attend(const backend::AttentionArgs& a, int64_t n_rot, const T
   if (has_comp && !csa && n > 0 && (p0 + n) / a.ratio > cap) {
     fail(out_of_range("attention: " + std::to_string((p0 + n) / a.ratio) + " compressed entries beyond capacity " +
                       std::to_string(cap)));
+    return;
+  }
+  if (store && (!a.ring.valid() || a.ring.ne[1] != W || a.ring.ne[0] != d || a.ring.type != TensorType::kF32)) {
+    fail(invalid_argument("attention: kv_store into a ring [" + std::to_string(a.ring.ne[1]) + "][" +
+                          std::to_string(a.ring.ne[0]) + "] for window " + std::to_string(W) + " and rows of " +
+                          std::to_string(d)));
     return;
   }
   if (n <= 0 || d <= 0) return;
@@ -584,6 +591,8 @@ void CudaBackend::attend(const backend::AttentionArgs& a, int64_t n_rot, const T
     k.unrope_n_rot = n_rot;
     k.unrope_freqs = static_cast<const float*>(freqs->data);
   }
+  const bool fused_store = store && decode_form && n == 1;
+  if (fused_store) k.store_to = reinterpret_cast<float*>(static_cast<char*>(a.ring.data) + (p0 % W) * a.ring.nb[1]);
   for (int64_t t0 = 0; t0 < n; t0 += G) {
     k.t0 = t0;
     k.n = std::min(G, n - t0);
@@ -598,6 +607,7 @@ void CudaBackend::attend(const backend::AttentionArgs& a, int64_t n_rot, const T
     launch("attn_out_kernel", attn_out_kernel, grid_for(k.n * H * d, kThreads), kThreads, 0, k);
   }
   if (freqs != nullptr && !fused_unrope) rope(a.o.as_rows(d), H, p0, n_rot, *freqs, true);
+  if (store && !fused_store) kv_store(a.kv, p0, a.ring);
 }
 
 void CudaBackend::kv_store(const Tensor& kv, int64_t p0, const Tensor& ring) {

@@ -46,6 +46,9 @@ struct AttnArgs {
   // (d and unrope_n_rot even: a rotated pair is two adjacent lanes).
   int64_t unrope_n_rot = 0;
   const float* unrope_freqs = nullptr;
+  // Non-null: a one-query pass's kv_store — the scores kernel copies kv row 0 (d floats) here, ring slot
+  // p0 mod W, which holds position p0 − W: no key of the query reads it.
+  float* store_to = nullptr;
 };
 
 __device__ __forceinline__ float neg_inf() { return hd::f32_from_bits(0xff800000u); }

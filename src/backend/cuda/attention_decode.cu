@@ -97,6 +97,10 @@ __global__ void __launch_bounds__(kThreads) attn_score_tile_kernel(AttnArgs a) {
   __shared__ float keys[kScoreKeys][kMaxDim];
   __shared__ int32_t s_nc;
   wait_for_producer();
+  if (a.store_to != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) {
+    const float* kv0 = row_ptr<float>(a.kv, a.kv_nb, 0);
+    for (int64_t c = threadIdx.x; c < a.d; c += kThreads) a.store_to[c] = kv0[c];
+  }
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int64_t t = blockIdx.z, p = a.p0 + a.t0 + t, lo = raw_first(a, p), nraw = p - lo + 1;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kScoreKeys;

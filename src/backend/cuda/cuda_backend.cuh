@@ -29,6 +29,7 @@
 namespace dsv4::cuda {
 
 enum class ActFormat;  // matmul.cuh
+struct RouteK;         // route.cuh
 
 // A grow-only device buffer (scratch).
 struct DeviceScratch {
@@ -68,9 +69,8 @@ class CudaBackend final : public backend::Backend {
                     const backend::MatmulConsumers& consumers) override;
   void rope(const backend::Tensor& x, int64_t rows_per_pos, int64_t p0, int64_t n_rot, const backend::Tensor& freqs,
             bool inverse) override;
-  // One warp per row where it fits (norm_rope_hc.cu), else the two ops.
-  void rms_norm_rope(const backend::Tensor& x, const backend::Tensor& w, float eps, int64_t rows_per_pos, int64_t p0,
-                     int64_t n_rot, const backend::Tensor& freqs) override;
+  // One warp per row, the jobs in one launch where they fit (norm_rope_hc.cu), else the two ops.
+  void norm_rope(std::span<const backend::NormRopeJob> jobs) override;
   void hc_pre(const backend::Tensor& mix, const backend::Tensor& scale, const backend::Tensor& base, float eps,
               int64_t iters, const backend::Tensor& X, const backend::Tensor& x, const backend::Tensor& post,
               const backend::Tensor& comb) override;
@@ -80,6 +80,8 @@ class CudaBackend final : public backend::Backend {
                const backend::Tensor& comb, const backend::Tensor& X_out) override;
   void hc_head(const backend::Tensor& mix, const backend::Tensor& scale, const backend::Tensor& base, float eps,
                const backend::Tensor& X, const backend::Tensor& y) override;
+  // The router product's last CTA routes a one-token step (RouteEpilogue), else the two ops.
+  void matmul_route(const backend::Tensor& w, const backend::Tensor& x, const backend::RouteArgs& r) override;
   void matmul_hc_post(const backend::Tensor& w, const backend::Tensor& x, const backend::Tensor& y,
                       const backend::Tensor& X, const backend::Tensor& post, const backend::Tensor& comb,
                       const backend::Tensor& X_out) override;
@@ -201,6 +203,20 @@ class CudaBackend final : public backend::Backend {
   };
   HcEpilogue* hc_epilogue = nullptr;
 
+  // --- route in the router product (matmul_route) ---------------------------------------------------
+  // Set by matmul_route around its matmul: the whole-row form of a one-row product writing `logits` counts
+  // its finished CTAs on `ticket` and the last one runs route (route.cuh route_token_cta), resets the
+  // ticket and sets taken; any other form leaves it, and matmul_route then launches route.
+  struct RouteEpilogue {
+    const RouteK* k = nullptr;
+    const float* logits = nullptr;
+    unsigned* ticket = nullptr;
+    bool taken = false;
+  };
+  RouteEpilogue* route_epilogue = nullptr;
+  // A zeroed device counter for RouteEpilogue (every use leaves it zero again), or null on an error.
+  unsigned* route_ticket();
+
   // Scratch shared by the op families (each op uses its own; ops of one stream never overlap).
   DeviceScratch act_scratch;     // quantized activations (matmul, moe)
   DeviceScratch attn_scratch;    // attention scores / probabilities
@@ -209,12 +225,13 @@ class CudaBackend final : public backend::Backend {
   DeviceScratch misc_scratch;    // small per-op tables
   DeviceScratch sample_scratch;  // sample: the adjusted row, weight block sums, argmax pairs
   DeviceScratch sample_lists;    // sample: bias and penalty lists
+  DeviceScratch ticket_scratch;  // route_ticket()
   // f(s) for every DeviceScratch member above (the twins' too): the destructor frees them all, so a new
   // scratch member is listed here once (a member left out leaked: compute-sanitizer memcheck).
   template <typename F>
   void for_each_scratch(F&& f) {
     for (DeviceScratch* s : {&act_scratch, &attn_scratch, &index_scratch, &moe_scratch, &misc_scratch,
-                             &sample_scratch, &sample_lists})
+                             &sample_scratch, &sample_lists, &ticket_scratch})
       f(*s);
     for (DeviceScratch& s : twin_scratch) f(s);
   }
@@ -243,8 +260,8 @@ class CudaBackend final : public backend::Backend {
   Result<void*> device_alloc(int64_t bytes, const char* what);
   // cudaFree of a device_alloc'd block of `bytes` (as asked; the rounding is redone here).
   void device_free(void* p, int64_t bytes);
-  // attention (n_rot = 0) or attention_unrope (attention.cu).
-  void attend(const backend::AttentionArgs& a, int64_t n_rot, const backend::Tensor* freqs);
+  // attention (n_rot = 0) or attention_unrope (attention.cu); store: then kv_store(a.kv, a.p0, a.ring).
+  void attend(const backend::AttentionArgs& a, int64_t n_rot, const backend::Tensor* freqs, bool store);
   // moe, then (tail set) hc_post(X, m.out, post, comb, X_out) in the combine's kernel (moe.cu).
   struct HcPostTail {
     const backend::Tensor *X, *post, *comb, *X_out;

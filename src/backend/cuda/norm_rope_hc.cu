@@ -1,9 +1,10 @@
-// backend/cuda/norm_rope_hc.cu — CudaBackend's rms_norm, rope, rms_norm_rope and HC mixing (hc_pre,
+// backend/cuda/norm_rope_hc.cu — CudaBackend's rms_norm, rope, norm_rope and HC mixing (hc_pre,
 // hc_post, hc_head). Arithmetic orders are backend.h's (the CPU backend's bits); here only the layout:
 //   rms_norm: one warp per row (row_ops.cuh: lane partials + shuffle tree = the F32 vec_dot).
 //   rope:     one thread per (row, pair), sin/cos in double per thread (det::sincos, as the CPU).
-//   rms_norm_rope: one warp per row: warp_rms_norm_row's bits for the row, the rotated tail kept in
-//             the warp's shared memory and rotated from there (rope_pair's bits), one global write each.
+//   norm_rope: one warp per row, up to four jobs per launch: warp_rms_norm_row's bits for the row, the
+//             rotated tail kept in the warp's shared memory and rotated from there (rope_pair's bits),
+//             one global write each.
 //   hc_pre:   one thread per token for pre/post and the hc×hc Sinkhorn (sequential sums, in the comb
 //             row itself as the CPU does), one thread per (token, column) for the collapse (pre_i
 //             recomputed: the same expression, the same bits; fma chain over i from 0).
@@ -328,61 +329,107 @@ __global__ void rms_norm_rope_kernel(void* x, int64_t x_nb, const float* w, floa
   }
 }
 
-// rms_norm_rope_kernel for rows of n ≤ 32·kRmsRegs floats with n_rot ≤ 64·kRopeRegs (DS4: 512 and 64):
-// the row in registers (one memory latency, as rms_norm_regs_kernel), and what reads nothing a producer
-// writes — the lane's weights and the (c, s) of its pairs at the warp's first row's position (det::sincos
-// in double) — before wait_for_producer(); a later row at another position recomputes them. Same
-// chains, tree, scale and rope_pair bits as rms_norm_rope_kernel.
+// norm_rope's jobs whose rows fit registers — a norm job's n ≤ 32·kRmsRegs floats, every job's n_rot ≤
+// 64·kRopeRegs (DS4: the query heads and the kv row, 512 floats with a 64-float tail; the indexer's query
+// heads, 128 floats, rope only) — up to kNormRopeJobs per launch, one warp per row of any job. Launch row
+// r is row r − first_row[j] of job j, for the j with first_row[j] ≤ r < first_row[j + 1].
 constexpr int kRopeRegs = 2;
+constexpr int kNormRopeJobs = 4;
 
-__global__ void rms_norm_rope_regs_kernel(void* x, int64_t x_nb, const float* w, float eps, int64_t rows, int64_t n,
-                                          int64_t rows_per_pos, int64_t p0, int64_t n_rot, const float* freqs) {
+struct NormRopeRegsJob {
+  void* x = nullptr;
+  int64_t x_nb = 0;
+  const float* w = nullptr;  // norm weight or null
+  const float* freqs = nullptr;
+  float eps = 0.0f;
+  bool norm = false;
+  int64_t n = 0, rows_per_pos = 1, p0 = 0, n_rot = 0;
+};
+struct NormRopeRegsLaunch {
+  NormRopeRegsJob job[kNormRopeJobs];
+  int64_t first_row[kNormRopeJobs + 1] = {};
+  int count = 0;
+  int64_t tail_floats = 0;  // per warp: the largest n_rot of a norm job
+};
+
+// A norm job's row: the lane's elements and the inverse (lane_row_inverse: rms_norm_regs_kernel's bits),
+// each element (x·inv)·w or x·inv, the leading n − n_rot back to x and the trailing n_rot into the warp's
+// slice of `tails` (dynamic shared memory), then after a __syncwarp lane k rotates pairs k and k + 32 of
+// that slice (rope_rotate with the (c, s) of the row's position: rope_pair's bits, the normalized floats
+// its inputs) and writes them to x. Every lane has read the whole row before any write, and each
+// non-rotated element is read and written by one lane, so x is rewritten in place safely. A rope-only
+// job's row: lane k rotates pairs k and k + 32 of the tail in place (rope_kernel's bits). The lane's
+// weights and (c, s) at the warp's first row — what reads nothing a producer writes — come before
+// wait_for_producer(); a later row of another job or position reloads them.
+__global__ void norm_rope_regs_kernel(const __grid_constant__ NormRopeRegsLaunch L) {
   extern __shared__ float tails[];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
-  float* tail = tails + static_cast<int64_t>(warp) * n_rot;
-  const int64_t n_keep = n - n_rot, half = n_rot / 2;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
-  float wv[kRmsRegs];
-  lane_row_weights(w, n, lane, wv);
-  float cs_c[kRopeRegs], cs_s[kRopeRegs];
-  int64_t cs_pos = p0 + r0 / rows_per_pos;
-  const auto compute_cs = [&](int64_t pos) {
-#pragma unroll
-    for (int j = 0; j < kRopeRegs; ++j) {
-      const int64_t k = lane + 32 * j;
-      if (k < half) rowops::rope_cs(pos, freqs[k], false, cs_c[j], cs_s[j]);
-    }
+  float* tail = tails + static_cast<int64_t>(warp) * L.tail_floats;
+  const int64_t total = L.first_row[L.count], warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  const auto job_of = [&](int64_t r) {
+    int j = 0;
+    while (j + 1 < L.count && r >= L.first_row[j + 1]) ++j;
+    return j;
   };
-  compute_cs(cs_pos);
+  float wv[kRmsRegs];
+  int w_job = -1;
+  float cs_c[kRopeRegs], cs_s[kRopeRegs];
+  int cs_job = -1;
+  int64_t cs_pos = -1;
+  // The lane's weights (norm jobs) and rotations for launch row r.
+  const auto prepare = [&](int64_t r) {
+    const int j = job_of(r);
+    const NormRopeRegsJob& J = L.job[j];
+    if (J.norm && j != w_job) {
+      lane_row_weights(J.w, J.n, lane, wv);
+      w_job = j;
+    }
+    const int64_t pos = J.p0 + (r - L.first_row[j]) / J.rows_per_pos;
+    if (j != cs_job || pos != cs_pos) {
+#pragma unroll
+      for (int k = 0; k < kRopeRegs; ++k) {
+        const int64_t pair = lane + 32 * k;
+        if (pair < J.n_rot / 2) rowops::rope_cs(pos, J.freqs[pair], false, cs_c[k], cs_s[k]);
+      }
+      cs_job = j;
+      cs_pos = pos;
+    }
+    return j;
+  };
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  if (r0 < total) prepare(r0);
   wait_for_producer();
-  for (int64_t r = r0; r < rows; r += warps) {
-    float* xr = row_ptr<float>(x, x_nb, r);
+  for (int64_t r = r0; r < total; r += warps) {
+    const int j = prepare(r);
+    const NormRopeRegsJob& J = L.job[j];
+    float* xr = row_ptr<float>(J.x, J.x_nb, r - L.first_row[j]);
+    const int64_t n_keep = J.n - J.n_rot, half = J.n_rot / 2;
+    if (!J.norm) {
+#pragma unroll
+      for (int k = 0; k < kRopeRegs; ++k)
+        if (lane + 32 * k < half) rowops::rope_rotate(xr + n_keep, lane + 32 * k, cs_c[k], cs_s[k]);
+      continue;
+    }
     float xv[kRmsRegs];
-    const float inv = lane_row_inverse(xr, n, eps, lane, xv);
+    const float inv = lane_row_inverse(xr, J.n, J.eps, lane, xv);
 #pragma unroll
     for (int k = 0; k < kRmsRegs; ++k) {
       const int64_t i = lane + 32 * k;
-      if (i >= n) continue;
-      const float y = w != nullptr ? (xv[k] * inv) * wv[k] : xv[k] * inv;
+      if (i >= J.n) continue;
+      const float y = J.w != nullptr ? (xv[k] * inv) * wv[k] : xv[k] * inv;
       if (i < n_keep)
         xr[i] = y;
       else
         tail[i - n_keep] = y;
     }
     __syncwarp();
-    const int64_t pos = p0 + r / rows_per_pos;
-    if (pos != cs_pos) {
-      cs_pos = pos;
-      compute_cs(pos);
-    }
 #pragma unroll
-    for (int j = 0; j < kRopeRegs; ++j) {
-      const int64_t k = lane + 32 * j;
-      if (k >= half) continue;
-      rowops::rope_rotate(tail, k, cs_c[j], cs_s[j]);
-      xr[n_keep + 2 * k] = tail[2 * k];
-      xr[n_keep + 2 * k + 1] = tail[2 * k + 1];
+    for (int k = 0; k < kRopeRegs; ++k) {
+      const int64_t pair = lane + 32 * k;
+      if (pair >= half) continue;
+      rowops::rope_rotate(tail, pair, cs_c[k], cs_s[k]);
+      xr[n_keep + 2 * pair] = tail[2 * pair];
+      xr[n_keep + 2 * pair + 1] = tail[2 * pair + 1];
     }
     __syncwarp();  // the slice is the next row's
   }
@@ -559,32 +606,71 @@ void CudaBackend::rope(const Tensor& x, int64_t rows_per_pos, int64_t p0, int64_
          x.ne[0], rows_per_pos, p0, 1, n_rot, static_cast<const float*>(freqs.data), inverse);
 }
 
-void CudaBackend::rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t rows_per_pos, int64_t p0,
-                                int64_t n_rot, const Tensor& freqs) {
-  const int64_t rows = x.rows(), n = x.ne[0];
-  if (x.type != TensorType::kF32 || (w.valid() && w.ne[0] != n) || rows_per_pos <= 0 || n_rot < 0 ||
-      n_rot % 2 != 0 || n_rot > n || freqs.ne[0] * 2 < n_rot) {
-    fail(invalid_argument("rms_norm_rope: x " + dims(x) + ", w " + dims(w) + ", n_rot " + std::to_string(n_rot) +
-                          ", rows per position " + std::to_string(rows_per_pos) + ", freqs " + dims(freqs) +
-                          " do not fit"));
-    return;
+// Whether norm_rope_regs_kernel takes job j (else the job runs alone below).
+static bool norm_rope_regs_fit(const backend::NormRopeJob& j) {
+  return (!j.norm || j.x.ne[0] <= 32 * kRmsRegs) && j.n_rot <= 64 * kRopeRegs;
+}
+
+void CudaBackend::norm_rope(std::span<const backend::NormRopeJob> jobs) {
+  for (const backend::NormRopeJob& j : jobs) {
+    const int64_t n = j.x.ne[0];
+    if (j.x.type != TensorType::kF32 || (j.norm && j.w.valid() && (j.w.type != TensorType::kF32 || j.w.ne[0] != n)) ||
+        j.rows_per_pos <= 0 || j.n_rot < 0 || j.n_rot % 2 != 0 || j.n_rot > n || j.freqs.type != TensorType::kF32 ||
+        j.freqs.ne[0] * 2 < j.n_rot) {
+      fail(invalid_argument("norm_rope: x " + dims(j.x) + ", w " + dims(j.w) + ", n_rot " + std::to_string(j.n_rot) +
+                            ", rows per position " + std::to_string(j.rows_per_pos) + ", freqs " + dims(j.freqs) +
+                            " do not fit"));
+      return;
+    }
   }
-  if (rows <= 0) return;
-  // Long rows (rms_norm's CTA-per-row kernels) and wide tails (shared memory) take the two ops.
-  if (n >= kRmsBlockMin || n_rot > kNormRopeMaxRot) {
-    Backend::rms_norm_rope(x, w, eps, rows_per_pos, p0, n_rot, freqs);
-    return;
+  // The register kernel: its jobs kNormRopeJobs to a launch (one job per launch with --cuda-disable
+  // norm-rope-batch).
+  const int per_launch = forms().norm_rope_batch ? kNormRopeJobs : 1;
+  NormRopeRegsLaunch L;
+  const auto flush = [&] {
+    if (L.count == 0 || L.first_row[L.count] == 0) {
+      L = {};
+      return;
+    }
+    const size_t smem = static_cast<size_t>(kWarpsPerBlock * L.tail_floats) * sizeof(float);
+    launch("norm_rope_regs_kernel", norm_rope_regs_kernel, grid_for(L.first_row[L.count], kWarpsPerBlock), kThreads,
+           smem, L);
+    L = {};
+  };
+  for (const backend::NormRopeJob& j : jobs) {
+    const int64_t rows = j.x.rows(), n = j.x.ne[0];
+    if (rows <= 0 || (!j.norm && j.n_rot == 0)) continue;
+    if (!norm_rope_regs_fit(j)) {
+      // Long rows (rms_norm's CTA-per-row kernels) and wide tails (shared memory) take the two ops; the
+      // rest the shared-memory-tail kernel.
+      if (!j.norm) {
+        rope(j.x, j.rows_per_pos, j.p0, j.n_rot, j.freqs, false);
+      } else if (n >= kRmsBlockMin || j.n_rot > kNormRopeMaxRot) {
+        Backend::norm_rope({&j, 1});
+      } else {
+        const size_t smem = static_cast<size_t>(kWarpsPerBlock * j.n_rot) * sizeof(float);
+        launch("rms_norm_rope_kernel", rms_norm_rope_kernel, grid_for(rows, kWarpsPerBlock), kThreads, smem,
+               j.x.data, j.x.nb[1], j.w.valid() ? static_cast<const float*>(j.w.data) : nullptr, j.eps, rows, n,
+               j.rows_per_pos, j.p0, j.n_rot, static_cast<const float*>(j.freqs.data));
+      }
+      continue;
+    }
+    NormRopeRegsJob& k = L.job[L.count];
+    k.x = j.x.data;
+    k.x_nb = j.x.nb[1];
+    k.w = j.norm && j.w.valid() ? static_cast<const float*>(j.w.data) : nullptr;
+    k.freqs = static_cast<const float*>(j.freqs.data);
+    k.eps = j.eps;
+    k.norm = j.norm;
+    k.n = n;
+    k.rows_per_pos = j.rows_per_pos;
+    k.p0 = j.p0;
+    k.n_rot = j.n_rot;
+    if (j.norm) L.tail_floats = std::max(L.tail_floats, j.n_rot);
+    L.first_row[L.count + 1] = L.first_row[L.count] + rows;
+    if (++L.count == per_launch) flush();
   }
-  const size_t smem = static_cast<size_t>(kWarpsPerBlock * n_rot) * sizeof(float);
-  if (n <= 32 * kRmsRegs && n_rot <= 64 * kRopeRegs) {
-    launch("rms_norm_rope_regs_kernel", rms_norm_rope_regs_kernel, grid_for(rows, kWarpsPerBlock), kThreads, smem,
-           x.data, x.nb[1], w.valid() ? static_cast<const float*>(w.data) : nullptr, eps, rows, n, rows_per_pos, p0,
-           n_rot, static_cast<const float*>(freqs.data));
-    return;
-  }
-  launch("rms_norm_rope_kernel", rms_norm_rope_kernel, grid_for(rows, kWarpsPerBlock), kThreads, smem, x.data, x.nb[1],
-         w.valid() ? static_cast<const float*>(w.data) : nullptr, eps, rows, n, rows_per_pos, p0, n_rot,
-         static_cast<const float*>(freqs.data));
+  flush();
 }
 
 // --- HC mixing ------------------------------------------------------------------------------------

@@ -117,11 +117,18 @@ class VerifyingBackend final : public Backend {
     r_->rms_norm(ref(x), ref(w), eps, ref(y));
     check("rms_norm", {{"y", y}});
   }
-  void rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t rows_per_pos, int64_t p0, int64_t n_rot,
-                     const Tensor& freqs) override {
-    p_->rms_norm_rope(x, w, eps, rows_per_pos, p0, n_rot, freqs);
-    r_->rms_norm_rope(ref(x), ref(w), eps, rows_per_pos, p0, n_rot, ref(freqs));
-    check("rms_norm_rope", {{"x", x}});
+  void norm_rope(std::span<const NormRopeJob> jobs) override {
+    p_->norm_rope(jobs);
+    std::vector<NormRopeJob> rj(jobs.begin(), jobs.end());
+    std::vector<Output> outs;
+    for (NormRopeJob& j : rj) {
+      outs.push_back({"x of job " + std::to_string(outs.size()), j.x});
+      j.x = ref(j.x);
+      j.w = ref(j.w);
+      j.freqs = ref(j.freqs);
+    }
+    r_->norm_rope(rj);
+    check("norm_rope", outs);
   }
   void hc_pre(const Tensor& mix, const Tensor& scale, const Tensor& base, float eps, int64_t iters, const Tensor& X,
               const Tensor& x, const Tensor& post, const Tensor& comb) override {
@@ -186,7 +193,10 @@ class VerifyingBackend final : public Backend {
     for (Tensor* t : {&ra.q, &ra.kv, &ra.ring, &ra.comp, &ra.comp_index, &ra.sinks, &ra.o}) *t = ref(*t);
     p_->attention_unrope(a, n_rot, freqs);
     r_->attention_unrope(ra, n_rot, ref(freqs));
-    check("attention_unrope", {{"o", a.o}});
+    if (a.store_kv)
+      check("attention_unrope", {{"o", a.o}, {"ring", a.ring}});
+    else
+      check("attention_unrope", {{"o", a.o}});
   }
   void kv_store(const Tensor& kv, int64_t p0, const Tensor& ring) override {
     p_->kv_store(kv, p0, ring);
@@ -194,11 +204,20 @@ class VerifyingBackend final : public Backend {
     check("kv_store", {{"ring", ring}});
   }
   void route(const RouteArgs& r) override {
+    p_->route(r);
+    r_->route(ref_route(r));
+    check("route", {{"ids", r.ids}, {"weights", r.weights}});
+  }
+  void matmul_route(const Tensor& w, const Tensor& x, const RouteArgs& r) override {
+    p_->matmul_route(w, x, r);
+    r_->matmul_route(ref(w), ref(x), ref_route(r));
+    check("matmul_route", {{"logits", r.logits}, {"ids", r.ids}, {"weights", r.weights}});
+  }
+  // r with every tensor replaced by its reference copy.
+  RouteArgs ref_route(const RouteArgs& r) const {
     RouteArgs rr = r;
     for (Tensor* t : {&rr.logits, &rr.bias, &rr.tid2eid, &rr.tokens, &rr.ids, &rr.weights}) *t = ref(*t);
-    p_->route(r);
-    r_->route(rr);
-    check("route", {{"ids", r.ids}, {"weights", r.weights}});
+    return rr;
   }
   // m with every tensor replaced by its reference copy.
   MoeArgs ref_moe(const MoeArgs& m) const {

@@ -253,7 +253,8 @@ struct AttnCase {
   std::vector<int64_t> chunks;  // attention + kv_store per chunk
   int specials = 0;             // 1: sinks ±inf / large, a NaN query element, huge logits
   bool unsorted = false;        // CSA: comp_index not ascending, with repeats
-  int64_t unrope = 0;           // > 0: attention_unrope with this n_rot (o's heads rotated back) instead of attention
+  int64_t unrope = 0;           // > 0: attention_unrope with this n_rot (o's heads rotated back) and store_kv
+                                //      instead of attention and kv_store
 };
 
 std::vector<AttnCase> attn_cases() {
@@ -276,6 +277,10 @@ std::vector<AttnCase> attn_cases() {
       {"unrope_csa_d40_tail16", AttnKind::kCsa, 3, 40, 8, 2, 3, 0, {1, 7, 17, 2}, 0, false, 16},
       {"unrope_hca_odd_d7", AttnKind::kHca, 5, 7, 5, 3, 0, 0, {2, 5, 1}, 0, false, 4},
       {"unrope_specials", AttnKind::kHca, 6, 32, 8, 4, 0, 9, {4, 9}, 1, false, 8},
+      // one-query steps across the ring's wrap: each step's kv row stored while its attention runs (a
+      // GPU's decode form) and read back from the ring by the next steps
+      {"unrope_decode_steps_W8", AttnKind::kCsa, 4, 64, 8, 2, 3, 5, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 0, false, 16},
+      {"unrope_decode_steps_sliding_W3", AttnKind::kSliding, 2, 32, 3, 0, 0, 0, {1, 1, 1, 1, 1, 2, 1, 1}, 0, false, 8},
   };
 }
 
@@ -377,11 +382,13 @@ std::vector<float> run_attention(Backend& be, const AttnCase& c, const AttnData&
     const Tensor kv_t = a.kv;
     const int64_t chunk_p0 = p0;
     if (!x.step([&] {
-          if (c.unrope > 0)
+          if (c.unrope > 0) {  // with its kv_store (store_kv: a GPU's one-query pass stores from its kernel)
+            a.store_kv = true;
             be.attention_unrope(a, c.unrope, freqs_t);
-          else
+          } else {
             be.attention(a);
-          be.kv_store(kv_t, chunk_p0, ring);
+            be.kv_store(kv_t, chunk_p0, ring);
+          }
         }))
       return {};
     // Reference: the keys straight from the position history (no ring).

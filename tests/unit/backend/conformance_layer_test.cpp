@@ -208,6 +208,74 @@ TEST_P(Conformance, RmsNormRope) {
   }
 }
 
+// norm_rope with several jobs: the attention block's (query heads without a weight, the kv row with one,
+// the indexer's query heads rope only), and batches of more jobs than the CUDA kernel takes per launch,
+// with views, odd shapes, jobs its register kernel does not take (long rows, wide tails) and empty jobs
+// between them. Each job's x against rms_norm_row (norm jobs) then rope_row.
+struct NormRopeJobCase {
+  int64_t tokens, rows_per_pos, n, n_rot, p0;
+  bool norm, weight;
+  int64_t pad = 0;
+};
+
+TEST_P(Conformance, NormRopeJobs) {
+  const std::vector<std::pair<std::string, std::vector<NormRopeJobCase>>> batches = {
+      {"attention_block", {{2, 64, 512, 64, 70000, true, false}, {2, 1, 512, 64, 70000, true, true},
+                           {2, 64, 128, 64, 70000, false, false}}},
+      {"decode_step", {{1, 64, 512, 64, 5, true, false}, {1, 1, 512, 64, 5, true, true},
+                       {1, 64, 128, 64, 5, false, false}}},
+      {"six_jobs_mixed",
+       {{3, 2, 70, 6, 11, true, true, 3}, {2, 5, 40, 16, 9, false, false, 1}, {4, 1, 64, 0, 3, true, true},
+        {0, 4, 32, 8, 7, true, false}, {2, 3, 96, 32, 16777217, false, false}, {3, 1, 8, 8, 1, true, false, 2}}},
+      {"unfused_between",
+       {{2, 4, 64, 16, 100, true, true}, {2, 1, 4096, 64, 33, true, true}, {2, 2, 600, 300, 7, false, false},
+        {3, 1, 600, 200, 8, true, true}, {2, 3, 48, 8, 12, false, false}, {1, 1, 2000, 64, 70000, true, false}}},
+  };
+  uint64_t seed = 700;
+  for (const auto& [name, jobs] : batches) {
+    SCOPED_TRACE("norm_rope batch " + name);
+    Ctx x(be());
+    Rng rng(++seed);
+    std::vector<std::vector<float>> xs(jobs.size()), ws(jobs.size()), fr(jobs.size());
+    std::vector<Tensor> whole(jobs.size());
+    std::vector<backend::NormRopeJob> js(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const NormRopeJobCase& c = jobs[i];
+      const int64_t rows = c.tokens * c.rows_per_pos, width = c.n + 2 * c.pad;
+      xs[i] = rng.normals(std::max<int64_t>(rows, 1) * width, 2.0f);
+      ws[i] = rng.normals(c.n, 0.3f);
+      for (auto& w : ws[i]) w += 1.0f;
+      fr[i].resize(static_cast<size_t>(std::max<int64_t>(c.n_rot / 2, 1)));
+      for (auto& f : fr[i]) f = rng.uniform(0.0f, 1.5f);
+      whole[i] = x.f32(xs[i], width, std::max<int64_t>(rows, 1));
+      backend::NormRopeJob& j = js[i];
+      j.x = (c.pad ? whole[i].cols(c.pad, c.n) : whole[i]).rows(0, rows);
+      j.w = c.weight ? x.f32_1d(ws[i]) : Tensor{};
+      j.norm = c.norm;
+      j.eps = 1e-6f;
+      j.rows_per_pos = c.rows_per_pos;
+      j.p0 = c.p0;
+      j.n_rot = c.n_rot;
+      j.freqs = x.f32_1d(fr[i]);
+    }
+    if (!x.step([&] { be().norm_rope(js); })) continue;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      SCOPED_TRACE("job " + std::to_string(i));
+      const NormRopeJobCase& c = jobs[i];
+      const int64_t rows = c.tokens * c.rows_per_pos, width = c.n + 2 * c.pad;
+      std::vector<float> ref = xs[i];
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = ref.data() + r * width + c.pad;
+        if (c.norm) rms_norm_row(row, c.n, c.weight ? ws[i].data() : nullptr, 1e-6f, row);
+        rope_row(row, c.n, c.p0 + r / c.rows_per_pos, c.n_rot, fr[i].data(), false);
+      }
+      EXPECT_TRUE(same_f32("norm_rope x (whole tensor: untouched columns included)", ref, x.get<float>(whole[i]),
+                           std::max<int64_t>(rows, 1), width));
+    }
+    count("norm_rope");
+  }
+}
+
 // ================================================================================================
 // hc_pre / hc_post / hc_head
 // ================================================================================================
