@@ -214,8 +214,6 @@ class CudaBackend final : public backend::Backend {
     bool taken = false;
   };
   RouteEpilogue* route_epilogue = nullptr;
-  // A zeroed device counter for RouteEpilogue (every use leaves it zero again), or null on an error.
-  unsigned* route_ticket();
 
   // Scratch shared by the op families (each op uses its own; ops of one stream never overlap).
   DeviceScratch act_scratch;     // quantized activations (matmul, moe)
@@ -225,7 +223,7 @@ class CudaBackend final : public backend::Backend {
   DeviceScratch misc_scratch;    // small per-op tables
   DeviceScratch sample_scratch;  // sample: the adjusted row, weight block sums, argmax pairs
   DeviceScratch sample_lists;    // sample: bias and penalty lists
-  DeviceScratch ticket_scratch;  // route_ticket()
+  DeviceScratch ticket_scratch;  // RouteEpilogue's counter (256 bytes, zeroed by init())
   // f(s) for every DeviceScratch member above (the twins' too): the destructor frees them all, so a new
   // scratch member is listed here once (a member left out leaked: compute-sanitizer memcheck).
   template <typename F>

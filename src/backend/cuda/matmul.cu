@@ -550,8 +550,7 @@ void CudaBackend::matmul_route(const Tensor& w, const Tensor& x, const backend::
       RouteEpilogue e;
       e.k = &*k;
       e.logits = static_cast<const float*>(r.logits.data);
-      e.ticket = route_ticket();
-      if (e.ticket == nullptr) return;
+      e.ticket = static_cast<unsigned*>(ticket_scratch.data);  // zeroed by init()
       route_epilogue = &e;
       matmul(w, x, r.logits);
       route_epilogue = nullptr;
@@ -562,21 +561,6 @@ void CudaBackend::matmul_route(const Tensor& w, const Tensor& x, const backend::
   }
   matmul(w, x, r.logits);
   route(r);
-}
-
-unsigned* CudaBackend::route_ticket() {
-  if (ticket_scratch.data != nullptr) return static_cast<unsigned*>(ticket_scratch.data);
-  void* p = grow(ticket_scratch, 256);
-  if (p == nullptr) return nullptr;
-  flush_launches();  // the memset follows the launches collected so far
-  const cudaError_t err = cudaMemsetAsync(p, 0, 256, stream_);
-  if (err != cudaSuccess) {  // never used unzeroed: the next call allocates again
-    check(err, "route ticket");
-    device_free(ticket_scratch.data, ticket_scratch.bytes);
-    ticket_scratch = {};
-    return nullptr;
-  }
-  return static_cast<unsigned*>(p);
 }
 
 void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {
