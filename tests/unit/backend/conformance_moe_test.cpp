@@ -9,6 +9,43 @@ namespace {
 // route
 // ================================================================================================
 
+// A test's routing set-up: RouteArgs over `logits` [n][E] with the outputs allocated and the bias / hash
+// table ([vocab][K], with `tokens`) uploaded when given, and the reference ids and weights (route_token
+// per token).
+struct RouteSetup {
+  int64_t n, E, K;
+  const std::vector<float>* bias = nullptr;
+  const std::vector<int32_t>* table = nullptr;  // hash layers
+  const std::vector<int32_t>* tokens = nullptr;
+  int64_t vocab = 0;
+  bool norm = true;
+  float scale = 1.0f;
+
+  RouteArgs args(Ctx& x, const Tensor& logits) const {
+    RouteArgs r;
+    r.logits = logits;
+    if (bias != nullptr) r.bias = x.f32_1d(*bias);
+    if (table != nullptr) {
+      r.tid2eid = x.i32(*table, K, vocab);
+      r.tokens = x.i32_1d(*tokens);
+    }
+    r.ids = x.alloc(TensorType::kI32, K, n);
+    r.weights = x.alloc(TensorType::kF32, K, n);
+    r.k = K;
+    r.norm = norm;
+    r.scale = scale;
+    return r;
+  }
+  void reference(const std::vector<float>& logits, std::vector<int32_t>& ids, std::vector<float>& weights) const {
+    ids.assign(static_cast<size_t>(n * K), 0);
+    weights.assign(ids.size(), 0.0f);
+    for (int64_t t = 0; t < n; ++t)
+      route_token(logits.data() + t * E, E, bias != nullptr ? bias->data() : nullptr,
+                  table != nullptr ? table->data() + (*tokens)[static_cast<size_t>(t)] * K : nullptr, K, norm, scale,
+                  ids.data() + t * K, weights.data() + t * K);
+  }
+};
+
 struct RouteCase {
   std::string name;
   int64_t n, E, K;
@@ -93,25 +130,13 @@ TEST_P(Conformance, Route) {
       for (auto& t : tokens) t = static_cast<int32_t>(rng.range(0, c.vocab - 1));
       tokens[0] = static_cast<int32_t>(c.vocab - 1);
     }
-    RouteArgs r;
-    r.logits = x.f32(logits, c.E, c.n);
-    if (c.bias) r.bias = x.f32_1d(bias);
-    if (c.hash) {
-      r.tid2eid = x.i32(table, c.K, c.vocab);
-      r.tokens = x.i32_1d(tokens);
-    }
-    r.ids = x.alloc(TensorType::kI32, c.K, c.n);
-    r.weights = x.alloc(TensorType::kF32, c.K, c.n);
-    r.k = c.K;
-    r.norm = c.norm;
-    r.scale = c.scale;
+    const RouteSetup setup{c.n, c.E, c.K, c.bias ? &bias : nullptr, c.hash ? &table : nullptr, &tokens, c.vocab,
+                           c.norm, c.scale};
+    const RouteArgs r = setup.args(x, x.f32(logits, c.E, c.n));
     if (!x.step([&] { be().route(r); })) continue;
-    std::vector<int32_t> rid(static_cast<size_t>(c.n * c.K));
-    std::vector<float> rw(rid.size());
-    for (int64_t t = 0; t < c.n; ++t)
-      route_token(logits.data() + t * c.E, c.E, c.bias ? bias.data() : nullptr,
-                  c.hash ? table.data() + tokens[static_cast<size_t>(t)] * c.K : nullptr, c.K, c.norm, c.scale,
-                  rid.data() + t * c.K, rw.data() + t * c.K);
+    std::vector<int32_t> rid;
+    std::vector<float> rw;
+    setup.reference(logits, rid, rw);
     EXPECT_TRUE(same_i32("route ids", rid, x.get<int32_t>(r.ids), c.n, c.K));
     EXPECT_TRUE(same_f32("route weights", rw, x.get<float>(r.weights), c.n, c.K));
     count("route");
@@ -160,20 +185,10 @@ TEST_P(Conformance, MatmulRoute) {
     std::vector<int32_t> table(static_cast<size_t>(1000 * c.K)), tokens(static_cast<size_t>(c.n));
     for (auto& e : table) e = static_cast<int32_t>(rng.range(0, c.E - 1));
     for (auto& t : tokens) t = static_cast<int32_t>(rng.range(0, 999));
-    std::vector<RouteArgs> r(static_cast<size_t>(c.calls));
-    for (RouteArgs& ri : r) {
-      ri.logits = x.alloc(TensorType::kF32, c.E, c.n);
-      if (c.bias) ri.bias = x.f32_1d(bias);
-      if (c.hash) {
-        ri.tid2eid = x.i32(table, c.K, 1000);
-        ri.tokens = x.i32_1d(tokens);
-      }
-      ri.ids = x.alloc(TensorType::kI32, c.K, c.n);
-      ri.weights = x.alloc(TensorType::kF32, c.K, c.n);
-      ri.k = c.K;
-      ri.norm = c.norm;
-      ri.scale = c.scale;
-    }
+    const RouteSetup setup{c.n, c.E, c.K, c.bias ? &bias : nullptr, c.hash ? &table : nullptr, &tokens, 1000,
+                           c.norm, c.scale};
+    std::vector<RouteArgs> r;
+    for (int i = 0; i < c.calls; ++i) r.push_back(setup.args(x, x.alloc(TensorType::kF32, c.E, c.n)));
     for (int step = 0; step < 2; ++step) {
       SCOPED_TRACE("step " + std::to_string(step));
       if (!x.step([&] {
@@ -184,12 +199,9 @@ TEST_P(Conformance, MatmulRoute) {
         SCOPED_TRACE("router " + std::to_string(i));
         std::vector<float> logits(static_cast<size_t>(c.n * c.E));
         matmul(c.type, host[static_cast<size_t>(i)].data(), c.D, c.E, xs.data(), c.D, c.n, logits.data(), c.E);
-        std::vector<int32_t> rid(static_cast<size_t>(c.n * c.K));
-        std::vector<float> rw(rid.size());
-        for (int64_t t = 0; t < c.n; ++t)
-          route_token(logits.data() + t * c.E, c.E, c.bias ? bias.data() : nullptr,
-                      c.hash ? table.data() + tokens[static_cast<size_t>(t)] * c.K : nullptr, c.K, c.norm, c.scale,
-                      rid.data() + t * c.K, rw.data() + t * c.K);
+        std::vector<int32_t> rid;
+        std::vector<float> rw;
+        setup.reference(logits, rid, rw);
         const RouteArgs& ri = r[static_cast<size_t>(i)];
         EXPECT_TRUE(same_f32("matmul_route logits", logits, x.get<float>(ri.logits), c.n, c.E));
         EXPECT_TRUE(same_i32("matmul_route ids", rid, x.get<int32_t>(ri.ids), c.n, c.K));
