@@ -615,8 +615,8 @@ void CudaBackend::norm_rope(std::span<const backend::NormRopeJob> jobs) {
   for (const backend::NormRopeJob& j : jobs) {
     const int64_t n = j.x.ne[0];
     if (j.x.type != TensorType::kF32 || (j.norm && j.w.valid() && (j.w.type != TensorType::kF32 || j.w.ne[0] != n)) ||
-        j.rows_per_pos <= 0 || j.n_rot < 0 || j.n_rot % 2 != 0 || j.n_rot > n || j.freqs.type != TensorType::kF32 ||
-        j.freqs.ne[0] * 2 < j.n_rot) {
+        j.rows_per_pos <= 0 || j.n_rot < 0 || j.n_rot % 2 != 0 || j.n_rot > n ||
+        (j.n_rot > 0 && (j.freqs.type != TensorType::kF32 || j.freqs.ne[0] * 2 < j.n_rot))) {
       fail(invalid_argument("norm_rope: x " + dims(j.x) + ", w " + dims(j.w) + ", n_rot " + std::to_string(j.n_rot) +
                             ", rows per position " + std::to_string(j.rows_per_pos) + ", freqs " + dims(j.freqs) +
                             " do not fit"));
