@@ -50,11 +50,6 @@ void Backend::rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t
   norm_rope({&job, 1});
 }
 
-void Backend::matmul_route(const Tensor& w, const Tensor& x, const RouteArgs& r) {
-  matmul(w, x, r.logits);
-  route(r);
-}
-
 void Backend::attention_unrope(const AttentionArgs& a, int64_t n_rot, const Tensor& freqs) {
   attention(a);
   if (a.n_head <= 0 || a.o.ne[0] % a.n_head != 0) return;  // attention has reported the shapes

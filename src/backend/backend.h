@@ -438,10 +438,6 @@ class Backend {
   // sum = Σ_k s_{ids[k]} sequentially from 0;
   // weights[t][k] = (norm ? s_{ids[k]} / (sum + 1e-20f) : s_{ids[k]}) · scale.
   virtual void route(const RouteArgs& r) = 0;
-  // The MoE block's router: matmul(w, x, r.logits), then route(r): exactly those two ops in that order,
-  // with their bits in r.logits, r.ids and r.weights. This default runs the two ops; a backend may route
-  // where the logits are made (CUDA: for one token, the router product's last CTA to finish).
-  virtual void matmul_route(const Tensor& w, const Tensor& x, const RouteArgs& r);
 
   // Routed + shared experts (spec §6.3). For each (token t, slot k): g = W_gate[e]·x[t], u = W_up[e]·x[t]
   // (matmul bits), h = swiglu_clamp(g, u, limit_exp), y_tk = W_down[e]·h; the shared expert the same

@@ -230,6 +230,7 @@ void Session::ffn_block(int64_t il, int64_t n) {
   const backend::Tensor x = rows(a.x);
 
   // Router: K experts per token (hash layers: by token id) and their weights.
+  backend_.matmul(lw.router, x, rows(a.router));
   backend::RouteArgs r;
   r.logits = rows(a.router);
   r.bias = lw.router_bias;
@@ -240,7 +241,7 @@ void Session::ffn_block(int64_t il, int64_t n) {
   r.k = s.n_expert_used;
   r.norm = s.expert_weights_norm;
   r.scale = static_cast<float>(s.expert_weights_scale);
-  backend_.matmul_route(lw.router, x, r);
+  backend_.route(r);
 
   // Routed experts and the shared expert, combined.
   backend::MoeArgs m;

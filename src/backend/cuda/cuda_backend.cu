@@ -172,11 +172,6 @@ Status CudaBackend::init() {
     (void)cudaGetLastError();
     return internal_error("cuda backend: cudaStreamCreate: " + cuda_error_text(err));
   }
-  // matmul_route's CTA counter: zeroed once here, never inside a step (every use leaves it zero).
-  DSV4_ASSIGN_OR_RETURN(void* ticket, device_alloc(256, "route ticket"));
-  ticket_scratch = {ticket, 256};
-  err = cudaMemsetAsync(ticket, 0, 256, stream_);
-  if (err != cudaSuccess) return internal_error("cuda backend: zeroing the route ticket: " + cuda_error_text(err));
   return ok_status();
 }
 

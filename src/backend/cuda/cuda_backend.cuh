@@ -29,7 +29,6 @@
 namespace dsv4::cuda {
 
 enum class ActFormat;  // matmul.cuh
-struct RouteK;         // route.cuh
 
 // A grow-only device buffer (scratch).
 struct DeviceScratch {
@@ -80,8 +79,6 @@ class CudaBackend final : public backend::Backend {
                const backend::Tensor& comb, const backend::Tensor& X_out) override;
   void hc_head(const backend::Tensor& mix, const backend::Tensor& scale, const backend::Tensor& base, float eps,
                const backend::Tensor& X, const backend::Tensor& y) override;
-  // The router product's last CTA routes a one-token step (RouteEpilogue), else the two ops.
-  void matmul_route(const backend::Tensor& w, const backend::Tensor& x, const backend::RouteArgs& r) override;
   void matmul_hc_post(const backend::Tensor& w, const backend::Tensor& x, const backend::Tensor& y,
                       const backend::Tensor& X, const backend::Tensor& post, const backend::Tensor& comb,
                       const backend::Tensor& X_out) override;
@@ -203,18 +200,6 @@ class CudaBackend final : public backend::Backend {
   };
   HcEpilogue* hc_epilogue = nullptr;
 
-  // --- route in the router product (matmul_route) ---------------------------------------------------
-  // Set by matmul_route around its matmul: the whole-row form of a one-row product writing `logits` counts
-  // its finished CTAs on `ticket` and the last one runs route (route.cuh route_token_cta), resets the
-  // ticket and sets taken; any other form leaves it, and matmul_route then launches route.
-  struct RouteEpilogue {
-    const RouteK* k = nullptr;
-    const float* logits = nullptr;
-    unsigned* ticket = nullptr;
-    bool taken = false;
-  };
-  RouteEpilogue* route_epilogue = nullptr;
-
   // Scratch shared by the op families (each op uses its own; ops of one stream never overlap).
   DeviceScratch act_scratch;     // quantized activations (matmul, moe)
   DeviceScratch attn_scratch;    // attention scores / probabilities
@@ -223,13 +208,12 @@ class CudaBackend final : public backend::Backend {
   DeviceScratch misc_scratch;    // small per-op tables
   DeviceScratch sample_scratch;  // sample: the adjusted row, weight block sums, argmax pairs
   DeviceScratch sample_lists;    // sample: bias and penalty lists
-  DeviceScratch ticket_scratch;  // RouteEpilogue's counter (256 bytes, zeroed by init())
   // f(s) for every DeviceScratch member above (the twins' too): the destructor frees them all, so a new
   // scratch member is listed here once (a member left out leaked: compute-sanitizer memcheck).
   template <typename F>
   void for_each_scratch(F&& f) {
     for (DeviceScratch* s : {&act_scratch, &attn_scratch, &index_scratch, &moe_scratch, &misc_scratch,
-                             &sample_scratch, &sample_lists, &ticket_scratch})
+                             &sample_scratch, &sample_lists})
       f(*s);
     for (DeviceScratch& s : twin_scratch) f(s);
   }

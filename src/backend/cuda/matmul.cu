@@ -19,7 +19,6 @@
 
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/matmul_types.cuh"
-#include "backend/cuda/route.cuh"
 #include "numerics/blocks.h"
 #include "numerics/det_math.h"
 #include "numerics/hd.h"
@@ -535,32 +534,6 @@ void CudaBackend::matmul_hc_post(const Tensor& w, const Tensor& x, const Tensor&
     matmul(w, x, y);
   }
   hc_post(X, y, post, comb, X_out);
-}
-
-// One token whose router product takes the whole-row form: its last CTA routes (RouteEpilogue);
-// otherwise, or when the product took another form, the two ops.
-void CudaBackend::matmul_route(const Tensor& w, const Tensor& x, const backend::RouteArgs& r) {
-  if (forms().route_tail && x.ne[1] == 1 && r.logits.ne[1] == 1 && r.logits.type == TensorType::kF32 &&
-      r.logits.ne[0] == w.ne[1]) {
-    Result<RouteK> k = route_launch_args(r);
-    if (k.ok() && route_fits_cta(*k)) {
-      const TwinScope twin_scope(*this);  // route writes only ids and weights: x's twins stay
-      twins_note_write(r.ids);
-      twins_note_write(r.weights);
-      RouteEpilogue e;
-      e.k = &*k;
-      e.logits = static_cast<const float*>(r.logits.data);
-      e.ticket = static_cast<unsigned*>(ticket_scratch.data);  // zeroed by init()
-      route_epilogue = &e;
-      matmul(w, x, r.logits);
-      route_epilogue = nullptr;
-      if (e.taken) return;
-      route(r);
-      return;
-    }
-  }
-  matmul(w, x, r.logits);
-  route(r);
 }
 
 void CudaBackend::matmul_batch(std::span<const backend::MatmulJob> jobs) {

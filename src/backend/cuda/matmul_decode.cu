@@ -140,26 +140,11 @@ __global__ void __launch_bounds__(kLongThreads) product_whole_row_kernel(WholeRo
   }
   preload::cp_async_wait_all();
   __syncthreads();
-  if (live) {
-    float p = rowops::lane_fma_chain<16>(
-        static_cast<int>(a.in), lane, [ws](int i) { return Ops::load(ws, i); }, [xs](int i) { return xs[i]; });
-    for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
-    if (lane == 0) a.y[j][o] = p;
-  }
-  if (a.route_ticket == nullptr) return;
-  // matmul_route: the last CTA to count itself routes the token (the threadfence-reduction pattern: each
-  // CTA's logits are visible before its count, and the last CTA fences before it reads theirs).
-  __shared__ bool s_last;
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) s_last = atomicAdd(a.route_ticket, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  if (tid == 0) *a.route_ticket = 0;  // every CTA has counted: zero for the next launch
-  const float bias = a.route.bias != nullptr && tid < a.route.E ? a.route.bias[tid] : 0.0f;
-  float* s_score = reinterpret_cast<float*>(whole_smem);  // x and the rows are no longer read
-  route_token_cta(a.route, 0, bias, s_score, s_score + kRouteCtaThreads);
+  if (!live) return;
+  float p = rowops::lane_fma_chain<16>(
+      static_cast<int>(a.in), lane, [ws](int i) { return Ops::load(ws, i); }, [xs](int i) { return xs[i]; });
+  for (int sh = 16; sh >= 1; sh >>= 1) p = p + __shfl_down_sync(0xffffffffu, p, sh);
+  if (lane == 0) a.y[j][o] = p;
 }
 
 // Routed experts of the K/IQ types (moe's pairs: expert ids, kLanes > 1): a CTA's warps are output rows
@@ -450,14 +435,6 @@ void launch_whole_rows(CudaBackend& be, std::span<const ProductArgs* const> jobs
     w.w_row_bytes[j] = jobs[j]->w_row_bytes;
     w.y[j] = jobs[j]->y;
     w.begin[j + 1] = w.begin[j] + static_cast<uint32_t>(jobs[j]->out);
-  }
-  // matmul_route's tail (one job writing its logits; the CTA's threads and shared memory hold a route).
-  if (CudaBackend::RouteEpilogue* e = be.route_epilogue; e != nullptr && !e->taken && jobs.size() == 1 &&
-                                                          jobs[0]->y == e->logits && kLongThreads >= kRouteCtaThreads &&
-                                                          w.in * 4 >= 2 * kRouteCtaThreads * 4) {
-    w.route = *e->k;
-    w.route_ticket = e->ticket;
-    e->taken = true;
   }
   be.launch("product_whole_row_kernel", product_whole_row_kernel<Ops>,
             static_cast<unsigned>(blocks_for(w.begin[jobs.size()], w.rows_per_cta)), kLongThreads,

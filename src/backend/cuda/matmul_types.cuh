@@ -34,7 +34,6 @@
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/preload.cuh"
 #include "backend/cuda/quant_dots.cuh"
-#include "backend/cuda/route.cuh"
 #include "numerics/blocks.h"
 #include "numerics/det_math.h"
 #include "numerics/hd.h"
@@ -514,10 +513,6 @@ struct WholeRowJobs {
   const void* w[kWholeRowJobs] = {};
   int64_t w_row_bytes[kWholeRowJobs] = {};
   float* y[kWholeRowJobs] = {};
-  // Non-null (matmul_route, one job): the CTAs count themselves here when their rows are written, and the
-  // last runs `route` on y[0] (the router's logits) and resets the count.
-  unsigned* route_ticket = nullptr;
-  RouteK route;
 };
 int enqueue_whole_row_products(CudaBackend& be, std::span<const ProductArgs> jobs);
 

@@ -30,7 +30,6 @@ cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
   o.forms.fused_quant = options.cuda_fused_quant;
   o.forms.hc_side = options.cuda_hc_side;
   o.forms.norm_rope_batch = options.cuda_norm_rope_batch;
-  o.forms.route_tail = options.cuda_route_tail;
   return o;
 }
 #endif

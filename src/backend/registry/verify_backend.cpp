@@ -204,20 +204,11 @@ class VerifyingBackend final : public Backend {
     check("kv_store", {{"ring", ring}});
   }
   void route(const RouteArgs& r) override {
-    p_->route(r);
-    r_->route(ref_route(r));
-    check("route", {{"ids", r.ids}, {"weights", r.weights}});
-  }
-  void matmul_route(const Tensor& w, const Tensor& x, const RouteArgs& r) override {
-    p_->matmul_route(w, x, r);
-    r_->matmul_route(ref(w), ref(x), ref_route(r));
-    check("matmul_route", {{"logits", r.logits}, {"ids", r.ids}, {"weights", r.weights}});
-  }
-  // r with every tensor replaced by its reference copy.
-  RouteArgs ref_route(const RouteArgs& r) const {
     RouteArgs rr = r;
     for (Tensor* t : {&rr.logits, &rr.bias, &rr.tid2eid, &rr.tokens, &rr.ids, &rr.weights}) *t = ref(*t);
-    return rr;
+    p_->route(r);
+    r_->route(rr);
+    check("route", {{"ids", r.ids}, {"weights", r.weights}});
   }
   // m with every tensor replaced by its reference copy.
   MoeArgs ref_moe(const MoeArgs& m) const {

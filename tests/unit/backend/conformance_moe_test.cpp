@@ -9,43 +9,6 @@ namespace {
 // route
 // ================================================================================================
 
-// A test's routing set-up: RouteArgs over `logits` [n][E] with the outputs allocated and the bias / hash
-// table ([vocab][K], with `tokens`) uploaded when given, and the reference ids and weights (route_token
-// per token).
-struct RouteSetup {
-  int64_t n, E, K;
-  const std::vector<float>* bias = nullptr;
-  const std::vector<int32_t>* table = nullptr;  // hash layers
-  const std::vector<int32_t>* tokens = nullptr;
-  int64_t vocab = 0;
-  bool norm = true;
-  float scale = 1.0f;
-
-  RouteArgs args(Ctx& x, const Tensor& logits) const {
-    RouteArgs r;
-    r.logits = logits;
-    if (bias != nullptr) r.bias = x.f32_1d(*bias);
-    if (table != nullptr) {
-      r.tid2eid = x.i32(*table, K, vocab);
-      r.tokens = x.i32_1d(*tokens);
-    }
-    r.ids = x.alloc(TensorType::kI32, K, n);
-    r.weights = x.alloc(TensorType::kF32, K, n);
-    r.k = K;
-    r.norm = norm;
-    r.scale = scale;
-    return r;
-  }
-  void reference(const std::vector<float>& logits, std::vector<int32_t>& ids, std::vector<float>& weights) const {
-    ids.assign(static_cast<size_t>(n * K), 0);
-    weights.assign(ids.size(), 0.0f);
-    for (int64_t t = 0; t < n; ++t)
-      route_token(logits.data() + t * E, E, bias != nullptr ? bias->data() : nullptr,
-                  table != nullptr ? table->data() + (*tokens)[static_cast<size_t>(t)] * K : nullptr, K, norm, scale,
-                  ids.data() + t * K, weights.data() + t * K);
-  }
-};
-
 struct RouteCase {
   std::string name;
   int64_t n, E, K;
@@ -130,85 +93,28 @@ TEST_P(Conformance, Route) {
       for (auto& t : tokens) t = static_cast<int32_t>(rng.range(0, c.vocab - 1));
       tokens[0] = static_cast<int32_t>(c.vocab - 1);
     }
-    const RouteSetup setup{c.n, c.E, c.K, c.bias ? &bias : nullptr, c.hash ? &table : nullptr, &tokens, c.vocab,
-                           c.norm, c.scale};
-    const RouteArgs r = setup.args(x, x.f32(logits, c.E, c.n));
+    RouteArgs r;
+    r.logits = x.f32(logits, c.E, c.n);
+    if (c.bias) r.bias = x.f32_1d(bias);
+    if (c.hash) {
+      r.tid2eid = x.i32(table, c.K, c.vocab);
+      r.tokens = x.i32_1d(tokens);
+    }
+    r.ids = x.alloc(TensorType::kI32, c.K, c.n);
+    r.weights = x.alloc(TensorType::kF32, c.K, c.n);
+    r.k = c.K;
+    r.norm = c.norm;
+    r.scale = c.scale;
     if (!x.step([&] { be().route(r); })) continue;
-    std::vector<int32_t> rid;
-    std::vector<float> rw;
-    setup.reference(logits, rid, rw);
+    std::vector<int32_t> rid(static_cast<size_t>(c.n * c.K));
+    std::vector<float> rw(rid.size());
+    for (int64_t t = 0; t < c.n; ++t)
+      route_token(logits.data() + t * c.E, c.E, c.bias ? bias.data() : nullptr,
+                  c.hash ? table.data() + tokens[static_cast<size_t>(t)] * c.K : nullptr, c.K, c.norm, c.scale,
+                  rid.data() + t * c.K, rw.data() + t * c.K);
     EXPECT_TRUE(same_i32("route ids", rid, x.get<int32_t>(r.ids), c.n, c.K));
     EXPECT_TRUE(same_f32("route weights", rw, x.get<float>(r.weights), c.n, c.K));
     count("route");
-  }
-}
-
-// matmul_route: the router product and the route as one op (a GPU's one-token form routes in the
-// product's last CTA to finish). Logits from F16 / F32 weights against x, then route_token; the ids,
-// the weights and the logits themselves compared. `calls` routers run in one step into their own outputs
-// (the GPU's CTA counter must be zero again after each), and the whole step twice.
-struct MatmulRouteCase {
-  std::string name;
-  TensorType type;
-  int64_t n, D, E, K;
-  bool bias, hash = false, norm = true;
-  float scale = 1.5f;
-  int calls = 1;
-};
-
-TEST_P(Conformance, MatmulRoute) {
-  const std::vector<MatmulRouteCase> cases = {
-      {"real_one_token", TensorType::kF16, 1, 4096, 256, 6, true},
-      {"real_one_token_no_bias", TensorType::kF16, 1, 4096, 256, 6, false},
-      {"real_three_routers_one_step", TensorType::kF16, 1, 4096, 256, 6, true, false, true, 1.5f, 3},
-      {"real_two_tokens", TensorType::kF16, 2, 4096, 256, 6, true},
-      {"real_hash", TensorType::kF16, 1, 4096, 256, 6, false, true},
-      {"f32_E64_K8_no_norm", TensorType::kF32, 1, 512, 64, 8, true, false, false, 2.5f, 2},
-      {"small_E9_K1", TensorType::kF32, 1, 128, 9, 1, true},
-      {"wide_E384", TensorType::kF16, 1, 1024, 384, 6, true},
-  };
-  uint64_t seed = 1500;
-  for (const MatmulRouteCase& c : cases) {
-    SCOPED_TRACE("matmul_route case " + c.name);
-    if (!supported(Op::kMatmul, c.type)) continue;
-    Ctx x(be());
-    Rng rng(++seed);
-    const int64_t ne[2] = {c.D, c.E};
-    std::vector<Tensor> w;
-    std::vector<std::vector<uint8_t>> host;
-    for (int i = 0; i < c.calls; ++i) {
-      host.push_back(weight_bytes(c.type, c.D, c.E, rng, WeightGen::kRandom, 0.05f));
-      w.push_back(x.weight(c.type, host.back(), 2, ne));
-    }
-    const std::vector<float> xs = rng.normals(c.n * c.D, 1.0f), bias = rng.normals(c.E, 0.3f);
-    const Tensor xt = x.f32(xs, c.D, c.n);
-    std::vector<int32_t> table(static_cast<size_t>(1000 * c.K)), tokens(static_cast<size_t>(c.n));
-    for (auto& e : table) e = static_cast<int32_t>(rng.range(0, c.E - 1));
-    for (auto& t : tokens) t = static_cast<int32_t>(rng.range(0, 999));
-    const RouteSetup setup{c.n, c.E, c.K, c.bias ? &bias : nullptr, c.hash ? &table : nullptr, &tokens, 1000,
-                           c.norm, c.scale};
-    std::vector<RouteArgs> r;
-    for (int i = 0; i < c.calls; ++i) r.push_back(setup.args(x, x.alloc(TensorType::kF32, c.E, c.n)));
-    for (int step = 0; step < 2; ++step) {
-      SCOPED_TRACE("step " + std::to_string(step));
-      if (!x.step([&] {
-            for (int i = 0; i < c.calls; ++i) be().matmul_route(w[static_cast<size_t>(i)], xt, r[static_cast<size_t>(i)]);
-          }))
-        break;
-      for (int i = 0; i < c.calls; ++i) {
-        SCOPED_TRACE("router " + std::to_string(i));
-        std::vector<float> logits(static_cast<size_t>(c.n * c.E));
-        matmul(c.type, host[static_cast<size_t>(i)].data(), c.D, c.E, xs.data(), c.D, c.n, logits.data(), c.E);
-        std::vector<int32_t> rid;
-        std::vector<float> rw;
-        setup.reference(logits, rid, rw);
-        const RouteArgs& ri = r[static_cast<size_t>(i)];
-        EXPECT_TRUE(same_f32("matmul_route logits", logits, x.get<float>(ri.logits), c.n, c.E));
-        EXPECT_TRUE(same_i32("matmul_route ids", rid, x.get<int32_t>(ri.ids), c.n, c.K));
-        EXPECT_TRUE(same_f32("matmul_route weights", rw, x.get<float>(ri.weights), c.n, c.K));
-      }
-    }
-    count("matmul_route");
   }
 }
 
