@@ -39,14 +39,7 @@ void Backend::norm_rope(std::span<const NormRopeJob> jobs) {
 
 void Backend::rms_norm_rope(const Tensor& x, const Tensor& w, float eps, int64_t rows_per_pos, int64_t p0,
                             int64_t n_rot, const Tensor& freqs) {
-  NormRopeJob job;
-  job.x = x;
-  job.w = w;
-  job.eps = eps;
-  job.rows_per_pos = rows_per_pos;
-  job.p0 = p0;
-  job.n_rot = n_rot;
-  job.freqs = freqs;
+  const NormRopeJob job{x, w, true, eps, rows_per_pos, p0, n_rot, freqs};
   norm_rope({&job, 1});
 }
 

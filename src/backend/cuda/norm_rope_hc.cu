@@ -627,14 +627,10 @@ void CudaBackend::norm_rope(std::span<const backend::NormRopeJob> jobs) {
   // norm-rope-batch).
   const int per_launch = forms().norm_rope_batch ? kNormRopeJobs : 1;
   NormRopeRegsLaunch L;
-  const auto flush = [&] {
-    if (L.count == 0 || L.first_row[L.count] == 0) {
-      L = {};
-      return;
-    }
-    const size_t smem = static_cast<size_t>(kWarpsPerBlock * L.tail_floats) * sizeof(float);
-    launch("norm_rope_regs_kernel", norm_rope_regs_kernel, grid_for(L.first_row[L.count], kWarpsPerBlock), kThreads,
-           smem, L);
+  const auto flush = [&] {  // every job taken has rows
+    if (L.count > 0)
+      launch("norm_rope_regs_kernel", norm_rope_regs_kernel, grid_for(L.first_row[L.count], kWarpsPerBlock), kThreads,
+             static_cast<size_t>(kWarpsPerBlock * L.tail_floats) * sizeof(float), L);
     L = {};
   };
   for (const backend::NormRopeJob& j : jobs) {
