@@ -1,5 +1,5 @@
-// backend/cuda/attention.cu — CudaBackend's attention-side ops: compressor_update, indexer_topk,
-// attention (ring of raw keys + compressed entries, with sinks) and kv_store. Arithmetic orders are
+// backend/cuda/attention.cu — CudaBackend's attention-side ops: compressor_update,
+// attention (ring of raw keys + compressed entries, with sinks) and kv_store (indexer_topk: indexer.cu). Arithmetic orders are
 // backend.h's (the CPU backend's bits); here only the layout:
 //   compressor_update: the CPU walks the chunk's tokens in order (ring write, then pool when a window
 //     closes). A closing window's candidates are positions ≥ p0 − coff·r + 1, so each reads its
@@ -8,10 +8,6 @@
 //     window, one thread per channel (max, then one pass: e_c into the 32 partials and the fma chain),
 //     then warp 0 rms-norms and ropes the entry. The ring store (the chunk's last coff·r positions)
 //     runs after, as a separate kernel.
-//   indexer_topk: one warp per (query, entry) score (fma chain over heads of g·ReLU(dot)), then one
-//     block per query: an exact radix select of the top_k-th key (scores mapped to ordered integers,
-//     NaN lowest; ±0 one key), then one pass in entry order keeps the keys above it and the first
-//     needed keys equal to it (ties → lower entry), written in ascending entry order by block scans.
 //   attention (a pass of few queries with d ≤ 512: attention_decode.cu's two kernels, the same
 //     arithmetic): per query t, the number of compressed keys (CSA: the comp_index prefix before −1);
 //     one warp per (query, key) computes the H logits; one warp per (query, head) the max, the
@@ -46,15 +42,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / 32;
 constexpr int kCompThreads = 128;
-constexpr int kTopkThreads = 512;
-// Attention logits / indexer scores of one pass of queries stay within this (queries in groups).
-constexpr int64_t kScoreBudget = int64_t{256} << 20;
-
-// Queries per pass for `rows` queries of `row_bytes` scratch each (at least one).
-int64_t group_rows(int64_t rows, int64_t row_bytes) {
-  const int64_t g = row_bytes > 0 ? kScoreBudget / row_bytes : rows;
-  return std::max<int64_t>(1, std::min(rows, g));
-}
+using detail::score_group_rows;
 
 int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -169,140 +157,6 @@ __global__ void compressor_ring_kernel(CompArgs u, int64_t first) {
     row_ptr<float>(u.ring_a, u.ring_a_nb, slot)[c] = row_ptr<float>(u.a, u.a_nb, q - u.p0)[c];
     row_ptr<float>(u.ring_z, u.ring_z_nb, slot)[c] =
         row_ptr<float>(u.z, u.z_nb, q - u.p0)[c] + row_ptr<float>(u.ape, u.ape_nb, q % u.r)[c];
-  }
-}
-
-// --- indexer --------------------------------------------------------------------------------------
-
-// score[t·max_nv + w] (query t0 + t of the call) for the queries with more than top_k visible
-// entries, w < visible: one warp each.
-__global__ void indexer_score_kernel(const void* qI, int64_t q_nb, const void* g, int64_t g_nb, float gs0, float gs1,
-                                     const void* keys, int64_t k_nb, int64_t p0, int64_t ratio, int64_t top_k,
-                                     int64_t t0, int64_t n, int64_t nI, int64_t dI, int64_t max_nv, float* score) {
-  wait_for_producer();
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  const int64_t total = n * max_nv, warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); gw < total; gw += warps) {
-    const int64_t t = gw / max_nv, w = gw % max_nv, nv = (p0 + t0 + t + 1) / ratio;
-    if (nv <= top_k || w >= nv) continue;  // warp-uniform
-    const float* qt = row_ptr<float>(qI, q_nb, t0 + t);
-    const float* gt = row_ptr<float>(g, g_nb, t0 + t);
-    const float* kw = row_ptr<float>(keys, k_nb, w);
-    // The heads' dots kHeads at a time (independent: their loads and shuffle trees overlap), then
-    // folded into the chain over heads in order.
-    constexpr int kHeads = 8;
-    float s = 0.0f;
-    for (int64_t h0 = 0; h0 < nI; h0 += kHeads) {
-      float dots[kHeads];
-#pragma unroll
-      for (int k = 0; k < kHeads; ++k)
-        dots[k] = h0 + k < nI ? rowops::warp_dot32(qt + (h0 + k) * dI, kw, dI, lane) : 0.0f;  // warp-uniform
-#pragma unroll
-      for (int k = 0; k < kHeads; ++k) {
-        if (h0 + k >= nI) break;
-        const float gsh = (gt[h0 + k] * gs0) * gs1;
-        s = hd::fma(gsh, dots[k] > 0.0f ? dots[k] : 0.0f, s);
-      }
-    }
-    if (lane == 0) score[t * max_nv + w] = s;
-  }
-}
-
-// An unsigned key whose order is the ranking: higher score first, NaN below every number (key 0),
-// −0 and +0 one key (they compare equal).
-__device__ __forceinline__ uint32_t rank_key(float s) {
-  if (s != s) return 0u;
-  const uint32_t u = hd::f32_bits(s == 0.0f ? 0.0f : s);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-// Exclusive prefix sum of v over the block (blockDim a multiple of 32); *total = the block's sum.
-__device__ __forceinline__ int block_excl_scan(int v, int* warp_sums, int* total) {
-  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
-  const int nw = static_cast<int>(blockDim.x >> 5);
-  int x = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    const int y = __shfl_up_sync(kFullMask, x, o);
-    if (lane >= o) x += y;
-  }
-  if (lane == 31) warp_sums[warp] = x;
-  __syncthreads();
-  if (warp == 0) {
-    int s = lane < nw ? warp_sums[lane] : 0;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(kFullMask, s, o);
-      if (lane >= o) s += y;
-    }
-    if (lane < nw) warp_sums[lane] = s;
-  }
-  __syncthreads();
-  const int before = warp > 0 ? warp_sums[warp - 1] : 0;
-  *total = warp_sums[nw - 1];
-  __syncthreads();
-  return before + x - v;
-}
-
-// One block per query t0 + t: out[t0 + t] = the top_k entries (ascending), or 0 … visible−1, −1 … when visible ≤ top_k.
-__global__ void indexer_select_kernel(const float* score, int64_t max_nv, int64_t p0, int64_t ratio, int64_t t0,
-                                      int64_t n, int64_t top_k, void* out, int64_t out_nb) {
-  wait_for_producer();
-  __shared__ unsigned hist[256];
-  __shared__ int warp_sums[32];
-  __shared__ uint32_t s_prefix;
-  __shared__ int64_t s_rem;
-  for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
-    int32_t* o = row_ptr<int32_t>(out, out_nb, t0 + t);
-    const int64_t nv = (p0 + t0 + t + 1) / ratio;
-    if (nv <= top_k) {
-      for (int64_t i = threadIdx.x; i < top_k; i += blockDim.x) o[i] = i < nv ? static_cast<int32_t>(i) : -1;
-      continue;
-    }
-    const float* sc = score + t * max_nv;
-    // Radix select (8 bits a pass, most significant first) of the key ranked top_k-th: prefix ends
-    // as that key T, rem as how many entries of key T belong to the top_k.
-    uint32_t prefix = 0, mask = 0;
-    int64_t rem = top_k;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-      for (int i = static_cast<int>(threadIdx.x); i < 256; i += static_cast<int>(blockDim.x)) hist[i] = 0;
-      __syncthreads();
-      for (int64_t w = threadIdx.x; w < nv; w += blockDim.x) {
-        const uint32_t k = rank_key(sc[w]);
-        if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 0xffu], 1u);
-      }
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        int64_t above = 0;
-        int digit = 255;
-        for (; digit > 0; --digit) {
-          if (above + static_cast<int64_t>(hist[digit]) >= rem) break;
-          above += hist[digit];
-        }
-        s_prefix = prefix | (static_cast<uint32_t>(digit) << shift);
-        s_rem = rem - above;
-      }
-      __syncthreads();
-      prefix = s_prefix;
-      rem = s_rem;
-      mask |= 0xffu << shift;
-    }
-    // Entry order: keep keys > T, and keys == T while fewer than rem of them are kept.
-    int64_t taken_eq = 0, pos = 0;
-    for (int64_t base = 0; base < nv && pos < top_k; base += blockDim.x) {
-      const int64_t w = base + threadIdx.x;
-      bool gt = false, eq = false;
-      if (w < nv) {
-        const uint32_t k = rank_key(sc[w]);
-        gt = k > prefix;
-        eq = k == prefix;
-      }
-      int eq_total = 0, keep_total = 0;
-      const int eq_before = block_excl_scan(eq ? 1 : 0, warp_sums, &eq_total);
-      const bool keep = gt || (eq && taken_eq + eq_before < rem);
-      const int keep_before = block_excl_scan(keep ? 1 : 0, warp_sums, &keep_total);
-      if (keep) o[pos + keep_before] = static_cast<int32_t>(w);
-      taken_eq += eq_total;
-      pos += keep_total;
-    }
   }
 }
 
@@ -466,45 +320,6 @@ void CudaBackend::compressor_update(const backend::CompressorUpdate& u, const ba
   }
 }
 
-// --- indexer --------------------------------------------------------------------------------------
-
-void CudaBackend::indexer_topk(const Tensor& qI, const Tensor& g, float gscale0, float gscale1, const Tensor& keys,
-                               int64_t p0, int64_t ratio, const Tensor& out) {
-  const int64_t n = qI.ne[1], nI = g.ne[0], dI = keys.ne[0], top_k = out.ne[0];
-  if (ratio <= 0 || qI.ne[0] != nI * dI || g.ne[1] != n || out.ne[1] != n || out.type != TensorType::kI32 || p0 < 0) {
-    fail(invalid_argument("indexer_topk: shapes do not fit"));
-    return;
-  }
-  if (n > 0 && (p0 + n) / ratio > keys.ne[1]) {
-    fail(out_of_range("indexer_topk: " + std::to_string((p0 + n) / ratio) + " visible entries beyond capacity " +
-                      std::to_string(keys.ne[1])));
-    return;
-  }
-  if (n <= 0 || top_k <= 0) return;
-  const int64_t max_nv = (p0 + n) / ratio;  // the last query sees the most entries
-  if (max_nv <= top_k) {  // every query: 0 … visible−1, then −1
-    launch("indexer_select_kernel", indexer_select_kernel, grid_for(n, 1), kTopkThreads, 0, nullptr, 0, p0, ratio, 0, n,
-           top_k, out.data, out.nb[1]);
-    return;
-  }
-  // Scores of a group of queries at a time (the scratch stays within kScoreBudget), sized for the
-  // session's bounds on first use.
-  const backend::StepBounds& b = bounds();
-  const int64_t G = group_rows(n, max_nv * 4);
-  const int64_t kb = std::max(max_nv, b.index_entries);
-  const int64_t bound = group_rows(std::max(n, b.tokens), kb * 4) * kb * 4;
-  float* score = static_cast<float*>(grow(index_scratch, std::max(G * max_nv * 4, bound)));
-  if (score == nullptr) return;
-  for (int64_t t0 = 0; t0 < n; t0 += G) {
-    const int64_t ng = std::min(G, n - t0);
-    launch("indexer_score_kernel", indexer_score_kernel, grid_for(ng * max_nv, kWarpsPerBlock), kThreads, 0, qI.data,
-           qI.nb[1], g.data, g.nb[1], gscale0, gscale1, keys.data, keys.nb[1], p0, ratio, top_k, t0, ng, nI, dI, max_nv,
-           score);
-    launch("indexer_select_kernel", indexer_select_kernel, grid_for(ng, 1), kTopkThreads, 0, score, max_nv, p0, ratio,
-           t0, ng, top_k, out.data, out.nb[1]);
-  }
-}
-
 // --- attention ------------------------------------------------------------------------------------
 
 void CudaBackend::attention(const backend::AttentionArgs& a) { attend(a, 0, nullptr, false); }
@@ -574,9 +389,9 @@ void CudaBackend::attend(const backend::AttentionArgs& a, int64_t n_rot, const T
     return align256(rows * heads * keys * 4) + align256(rows * heads * 4) + align256(rows * 4);
   };
   const backend::StepBounds& b = bounds();
-  const int64_t G = group_rows(n, H * k.maxk * 4);
+  const int64_t G = score_group_rows(n, H * k.maxk * 4);
   const int64_t hb = std::max(H, b.heads), kb = std::max(k.maxk, b.keys);
-  const int64_t bound = bytes_for(group_rows(std::max(n, b.tokens), hb * kb * 4), hb, kb);
+  const int64_t bound = bytes_for(score_group_rows(std::max(n, b.tokens), hb * kb * 4), hb, kb);
   char* base = static_cast<char*>(grow(attn_scratch, std::max(bytes_for(G, H, k.maxk), bound)));
   if (base == nullptr) return;
   k.S = reinterpret_cast<float*>(base);

@@ -1,5 +1,5 @@
-// backend/cuda/attention.cuh — what attention.cu (the general attention kernels) and
-// attention_decode.cu (the decode forms) share: the kernel arguments, where a query's keys are, how
+// backend/cuda/attention.cuh — what attention.cu (the general attention kernels),
+// attention_decode.cu (the decode forms) and indexer.cu share: the kernel arguments, where a query's keys are, how
 // many compressed keys it sees, and the host-side entry points of the decode forms.
 //
 // A query at position p sees, in key order j: its raw keys lo … p (lo = max(0, p − W + 1); from the
@@ -84,6 +84,15 @@ __device__ __forceinline__ float logits_max(const float* P, int64_t nk, int lane
 // registers), and the softmax and outputs of a group of heads × 32 columns per CTA (the keys staged 128
 // at a time, shared by the group's heads). Same bits as attn_count / attn_score / attn_softmax /
 // attn_out_kernel.
+// Queries per pass for `rows` queries of `row_bytes` score scratch each (attention logits, indexer
+// scores): the pass's scratch stays within 256 MiB; at least one.
+inline int64_t score_group_rows(int64_t rows, int64_t row_bytes) {
+  constexpr int64_t kScoreBudget = int64_t{256} << 20;
+  const int64_t g = row_bytes > 0 ? kScoreBudget / row_bytes : rows;
+  const int64_t m = g < rows ? g : rows;
+  return m < 1 ? 1 : m;
+}
+
 bool decode_attention_fits(const AttnArgs& a);
 // Writes a.ncomp and the logits S (attn_count_kernel + attn_score_kernel).
 void enqueue_decode_attention_scores(CudaBackend& be, const AttnArgs& a);

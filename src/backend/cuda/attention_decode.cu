@@ -143,13 +143,19 @@ __global__ void __launch_bounds__(kThreads) attn_score_tile_kernel(AttnArgs a) {
       qv[i] = c < a.d ? qt[h * a.d + c] : 0.0f;
     }
     float* S = a.S + (t * a.H + h) * a.maxk + j0;
-    for (int jj = 0; jj < nj; ++jj) {
+    const auto score_key = [&](int jj) {
       float part = 0.0f;
 #pragma unroll
       for (int i = 0; i < kDimPerLane; ++i)
         if (lane + 32 * i < a.d) part = hd::fma(qv[i], keys[jj][lane + 32 * i], part);
       const float l = rowops::warp_tree(part) * a.scale;
       if (lane == 0) S[jj] = l;
+    };
+    if (nj == kScoreKeys) {  // a full tile: unrolled, so the keys' chains and shuffle trees interleave
+#pragma unroll
+      for (int jj = 0; jj < kScoreKeys; ++jj) score_key(jj);
+    } else {
+      for (int jj = 0; jj < nj; ++jj) score_key(jj);
     }
   }
 }
@@ -212,8 +218,12 @@ __global__ void __launch_bounds__(kThreads) attn_out_tile_kernel(AttnArgs a) {
 #pragma unroll
       for (int m = 0; m < kOutStage / 32; ++m) {  // unrolled (no break): pcur stays in registers
         const int nm = std::max(0, std::min(32, nj - 32 * m));
-        for (int k = 0; k < nm; ++k)
-          acc = hd::fma(__shfl_sync(kFullMask, pcur[m], k), keys[32 * m + k][lane], acc);
+        if (nm == 32) {  // 32 keys unrolled: their shuffles and loads issue ahead of the fma chain
+#pragma unroll
+          for (int k = 0; k < 32; ++k) acc = hd::fma(__shfl_sync(kFullMask, pcur[m], k), keys[32 * m + k][lane], acc);
+        } else {
+          for (int k = 0; k < nm; ++k) acc = hd::fma(__shfl_sync(kFullMask, pcur[m], k), keys[32 * m + k][lane], acc);
+        }
       }
       __syncthreads();
     }

@@ -157,7 +157,9 @@ struct IdxCase {
   std::string name;
   int64_t nI, dI, top_k, ratio, p0, n, capacity;
   int keys = 0;  // 0 random, 1 all rows identical, 2 four distinct rows repeated, 3 some rows +inf,
-                 // 4 unit rows (scores = the scaled g exactly; with g = 4)
+                 // 4 unit rows (scores = the scaled g exactly; with g = 4), 5 queries with q[i] = q[i mod
+                 // 32] and every key row 0's elements permuted within their classes mod 32: equal dots
+                 // in exact arithmetic, so the float order alone ranks them (dI a multiple of 32)
   int g = 0;     // 0 random, 1 zero, 2 NaN for query 1, 3 query-dependent signs (inf / NaN scores),
                  // 4 adjacent g0 < g1 whose (g·gscale0)·gscale1 round to one value (a tie) while
                  //   g·(gscale0·gscale1) do not: only the defined association selects entries 0..4
@@ -178,6 +180,11 @@ std::vector<IdxCase> idx_cases() {
       {"g_nan_query", 2, 16, 4, 2, 20, 3, 16, 0, 2},
       {"ratio128_visible_2", 8, 64, 1, 128, 383, 2, 4},
       {"gscale_rounding_ties", 2, 4, 5, 1, 9, 2, 12, 4, 4, 0.0883883476f, 0.57735026f},
+      {"permuted_keys_real_decode", 64, 128, 512, 4, 4095, 1, 1030, 5},
+      {"permuted_keys_real_three", 64, 128, 512, 4, 4093, 3, 1030, 5},
+      {"permuted_keys_dI32", 8, 32, 20, 2, 99, 2, 60, 5},
+      {"permuted_keys_dI256", 16, 256, 30, 4, 255, 2, 70, 5},
+      {"permuted_keys_dI96", 8, 96, 20, 4, 170, 2, 50, 5},
   };
 }
 
@@ -200,6 +207,18 @@ TEST_P(Conformance, IndexerTopk) {
     } else if (c.keys == 3) {
       for (int64_t w = 0; w < c.capacity; w += 3) keys[static_cast<size_t>(w * c.dI)] = f_inf();
       for (int64_t i = 0; i < c.n * c.nI; ++i) qI[static_cast<size_t>(i * c.dI)] = std::fabs(qI[static_cast<size_t>(i * c.dI)]) + 0.1f;
+    }
+    if (c.keys == 5) {
+      for (int64_t r = 0; r < c.n * c.nI; ++r)
+        for (int64_t i = 32; i < c.dI; ++i) qI[static_cast<size_t>(r * c.dI + i)] = qI[static_cast<size_t>(r * c.dI + i % 32)];
+      std::vector<float> row(keys.begin(), keys.begin() + c.dI);
+      const int64_t terms = c.dI / 32;
+      for (int64_t w = 1; w < c.capacity; ++w) {
+        for (int64_t l = 0; l < 32; ++l)
+          for (int64_t k = terms - 1; k > 0; --k)
+            std::swap(row[static_cast<size_t>(l + 32 * k)], row[static_cast<size_t>(l + 32 * rng.range(0, k))]);
+        std::copy(row.begin(), row.end(), keys.begin() + w * c.dI);
+      }
     }
     if (c.keys == 4) {
       std::fill(qI.begin(), qI.end(), 0.0f);
