@@ -14,8 +14,8 @@
 //   indexer_score_kernel: the general form, one warp per (query, entry).
 //   indexer_select_kernel: one block per query: an exact radix select of the top_k-th key (scores
 //     mapped to ordered integers, NaN lowest; ±0 one key; each pass's digit found by one warp's scan
-//     over the 256 counts), then one pass in entry order keeps the keys above it and the first needed
-//     keys equal to it (ties → lower entry), written in ascending entry order by block scans.
+//     over the 256 counts), then the keys above it and the first needed keys equal to it (ties → lower
+//     entry), written in ascending entry order: each thread a run of entries, two block scans.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -302,23 +302,25 @@ __global__ void indexer_select_kernel(const float* score, int64_t max_nv, int64_
       rem = s_rem;
       mask |= 0xffu << shift;
     }
-    // Entry order: keep keys > T, and keys == T while fewer than rem of them are kept.
-    int64_t taken_eq = 0, pos = 0;
-    for (int64_t base = 0; base < nv && pos < top_k; base += blockDim.x) {
-      const int64_t w = base + threadIdx.x;
-      bool gt = false, eq = false;
-      if (w < nv) {
-        const uint32_t k = rank_key(sc[w]);
-        gt = k > prefix;
-        eq = k == prefix;
-      }
-      int eq_total = 0, keep_total = 0;
-      const int eq_before = block_excl_scan(eq ? 1 : 0, warp_sums, &eq_total);
-      const bool keep = gt || (eq && taken_eq + eq_before < rem);
-      const int keep_before = block_excl_scan(keep ? 1 : 0, warp_sums, &keep_total);
-      if (keep) o[pos + keep_before] = static_cast<int32_t>(w);
-      taken_eq += eq_total;
-      pos += keep_total;
+    // Entry order: keep keys > T, and keys == T while fewer than rem of them are kept. Thread i takes
+    // the run of entries [i·L, (i + 1)·L): it counts its keys > T and == T, one block scan of the == T
+    // counts says how many of its own it keeps (the lower entries' first), a second scan where its kept
+    // ones go; then it writes them walking its run again (ascending entry order overall).
+    const int64_t run = (nv + blockDim.x - 1) / blockDim.x, lo = threadIdx.x * run, hi = std::min(nv, lo + run);
+    int n_gt = 0, n_eq = 0;
+    for (int64_t w = lo; w < hi; ++w) {
+      const uint32_t k = rank_key(sc[w]);
+      n_gt += k > prefix ? 1 : 0;
+      n_eq += k == prefix ? 1 : 0;
+    }
+    int eq_total = 0, keep_total = 0;
+    const int eq_before = block_excl_scan(n_eq, warp_sums, &eq_total);
+    const int eq_kept = std::max(0, std::min(n_eq, rem - eq_before));
+    const int out_at = block_excl_scan(n_gt + eq_kept, warp_sums, &keep_total);
+    int pos = out_at, eq_seen = 0;
+    for (int64_t w = lo; w < hi; ++w) {
+      const uint32_t k = rank_key(sc[w]);
+      if (k > prefix || (k == prefix && eq_seen++ < eq_kept)) o[pos++] = static_cast<int32_t>(w);
     }
   }
 }
