@@ -22,7 +22,6 @@ struct CudaKernelForms {
   bool hc_side = true;      // hc_pre_norm's Sinkhorn as a side launch beside the chain (with hc_cluster)
   bool norm_rope_batch = true;  // norm_rope's jobs in one launch (the query heads, kv row, indexer queries)
   bool indexer_tile = true;     // indexer scores by CTA tiles of entries with the query staged once
-  bool routed_rows8 = true;     // routed K/IQ products with 8 rows per warp (one wave), not 4
 };
 
 struct CudaBackendOptions {

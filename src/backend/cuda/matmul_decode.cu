@@ -176,16 +176,17 @@ struct LaneActOf<Ops, true> {
   using type = typename Ops::LaneAct;
 };
 
-// Each warp computes kRows consecutive output rows of its pair, interleaved chunk by chunk (their
+// Each warp computes kRoutedRows consecutive output rows of its pair, interleaved chunk by chunk (their
 // weight loads in flight together; a CTA's set-up — the activation row and the tables — serves
-// 8·kRows rows): a routed product of 2048 rows is then 64 CTAs per pair instead of 256. With
-// kLaneAct a lane loads its activation words of a block once for the kRows rows (ncu: the IQ2_XXS
+// 8·kRoutedRows rows): a routed product of 2048 rows is then 64 CTAs per pair instead of 256. With
+// kLaneAct a lane loads its activation words of a block once for the kRoutedRows rows (ncu: the IQ2_XXS
 // form was bound by the shared-memory pipe, 72 % busy at 0.94 TB/s, every row re-reading them).
-// With --cuda-disable routed-rows8 kept at 4; by default 8 (one wave: DS4's 6 pairs × 2048 rows × 2 are
-// 384 CTAs, not 768, against 4 resident per SM × 132 SMs — at 4 rows the launch was 1.45 waves).
-constexpr int kRoutedRows = 4, kRoutedRowsWide = 8;
+// (8 rows per warp — one wave of 384 CTAs for DS4's gate+up instead of 1.45 waves of 768 — was measured
+// on the full Flash q2, H200, 2026-12-06: decode 125.2 → 122.6 tok/s at depth 0, 110.2 → 108.2 at 4096;
+// ncu had the IQ2_XXS launch 26.8 → 25.9 µs alone. Kept at 4.)
+constexpr int kRoutedRows = 4;
 
-template <typename Ops, bool kLaneAct, int kRows>
+template <typename Ops, bool kLaneAct>
 __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(ProductArgs a) {
   static_assert(Ops::kLanes > 1, "K/IQ types");
   constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL;
@@ -194,7 +195,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
   __shared__ Iq2xxsDeviceTables tab_s;
   constexpr bool kTables = has_tables<Ops>();
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid / 32;
-  const int64_t o0 = (blockIdx.x * static_cast<int64_t>(kProductWarps) + warp) * kRows;
+  const int64_t o0 = (blockIdx.x * static_cast<int64_t>(kProductWarps) + warp) * kRoutedRows;
   const int64_t nb = a.in / Ops::kBlock, act_bytes = nb * kActBytes;
   if constexpr (kTables) {
     for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];  // (the dots compute the signs)
@@ -209,9 +210,9 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
   if (a.ids != nullptr && blockIdx.y < a.rows) {
     const int64_t r = blockIdx.y;
     const int32_t e = __ldcg(a.ids + (r / a.id_k) * a.id_stride + r % a.id_k);
-    const int64_t c0 = blockIdx.x * static_cast<int64_t>(kProductWarps) * kRows;
+    const int64_t c0 = blockIdx.x * static_cast<int64_t>(kProductWarps) * kRoutedRows;
     if (e >= 0 && e < a.n_expert && c0 < a.out) {
-      const int64_t rows = a.out - c0 < kProductWarps * kRows ? a.out - c0 : kProductWarps * kRows;
+      const int64_t rows = a.out - c0 < kProductWarps * kRoutedRows ? a.out - c0 : kProductWarps * kRoutedRows;
       preload::prefetch_l2(wz + e * a.expert_bytes + c0 * a.w_row_bytes, rows * a.w_row_bytes, tid,
                            static_cast<int>(blockDim.x));
     }
@@ -228,28 +229,28 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
     }
     __syncthreads();
     const int32_t e = a.ids[(r / a.id_k) * a.id_stride + r % a.id_k];
-    const int rows_here = static_cast<int>(a.out - o0 < kRows ? a.out - o0 : kRows);  // warp-uniform
+    const int rows_here = static_cast<int>(a.out - o0 < kRoutedRows ? a.out - o0 : kRoutedRows);  // warp-uniform
     if (rows_here > 0) {
       if (e < 0 || e >= a.n_expert) {
         if (lane < rows_here) yz[r * a.y_stride + o0 + lane] = nan_f32();
       } else {
         const uint8_t* w = wz + e * a.expert_bytes + o0 * a.w_row_bytes;
         const int sub = lane % kL;
-        float p[kRows];
+        float p[kRoutedRows];
 #pragma unroll
-        for (int i = 0; i < kRows; ++i) p[i] = 0.0f;
+        for (int i = 0; i < kRoutedRows; ++i) p[i] = 0.0f;
         for (int64_t b0 = 0; b0 < nb; b0 += kPerChunk) {
           const int64_t b = b0 + lane / kL;
           const int rel = lane - static_cast<int>(b0 % 32);
           const bool mine = rel >= 0 && rel < kPerChunk && b0 + rel < nb;
           const uint8_t* ab = act_s + b * kActBytes;
-          // kLaneAct: the lane's activation words once for the kRows rows.
+          // kLaneAct: the lane's activation words once for the kRoutedRows rows.
           [[maybe_unused]] typename LaneActOf<Ops, kLaneAct>::type la{};
           if constexpr (kLaneAct) {
             if (b < nb) la = Ops::lane_act(ab, sub);
           }
 #pragma unroll
-          for (int i = 0; i < kRows; ++i) {
+          for (int i = 0; i < kRoutedRows; ++i) {
             if (i >= rows_here) break;
             const uint8_t* wb = w + i * a.w_row_bytes + b * Ops::kBlockBytes;
             typename Ops::Isum is{};
@@ -268,7 +269,7 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
           }
         }
 #pragma unroll
-        for (int i = 0; i < kRows; ++i) {
+        for (int i = 0; i < kRoutedRows; ++i) {
           if (i >= rows_here) break;
           float q = p[i];
           for (int sh = 16; sh >= 1; sh >>= 1) q = q + __shfl_down_sync(0xffffffffu, q, sh);
@@ -552,25 +553,17 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
       using Ops = decltype(ops);
       if (a.ids != nullptr && a.in / Ops::kBlock * ActOps<Ops::kAct>::kBytes <= kRoutedActMax) {
         handled = true;
-        const auto grid_of = [&](int rows) {
-          return dim3(static_cast<unsigned>(blocks_for(a.out, kProductWarps * rows)), grid.y, grid.z);
-        };
+        const dim3 g(static_cast<unsigned>(blocks_for(a.out, kProductWarps * kRoutedRows)), grid.y, grid.z);
         if constexpr (has_lane_act<Ops>()) {
           const auto fits = [](int64_t v) { return v % Ops::kLaneAlign == 0; };
           if (fits(static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.w))) &&
               fits(static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.w_z1))) && fits(a.w_row_bytes) &&
               fits(a.expert_bytes)) {
-            if (be.forms().routed_rows8)
-              be.launch("product_routed_kernel", product_routed_kernel<Ops, true, kRoutedRowsWide>,
-                        grid_of(kRoutedRowsWide), 32 * kProductWarps, 0, a);
-            else
-              be.launch("product_routed_kernel", product_routed_kernel<Ops, true, kRoutedRows>, grid_of(kRoutedRows),
-                        32 * kProductWarps, 0, a);
+            be.launch("product_routed_kernel", product_routed_kernel<Ops, true>, g, 32 * kProductWarps, 0, a);
             return;
           }
         }
-        be.launch("product_routed_kernel", product_routed_kernel<Ops, false, kRoutedRows>, grid_of(kRoutedRows),
-                  32 * kProductWarps, 0, a);
+        be.launch("product_routed_kernel", product_routed_kernel<Ops, false>, g, 32 * kProductWarps, 0, a);
         return;
       }
     }

@@ -31,7 +31,6 @@ cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
   o.forms.hc_side = options.cuda_hc_side;
   o.forms.norm_rope_batch = options.cuda_norm_rope_batch;
   o.forms.indexer_tile = options.cuda_indexer_tile;
-  o.forms.routed_rows8 = options.cuda_routed_rows8;
   return o;
 }
 #endif
