@@ -79,11 +79,6 @@ __device__ __forceinline__ float logits_max(const float* P, int64_t nk, int lane
   return __shfl_sync(rowops::kFullMask, m, 0);
 }
 
-// The decode forms (attention_decode.cu) for a pass of few queries with d ≤ 512: the logits of a tile
-// of keys for a group of heads per CTA (the keys staged once in shared memory, each head's query in
-// registers), and the softmax and outputs of a group of heads × 32 columns per CTA (the keys staged 128
-// at a time, shared by the group's heads). Same bits as attn_count / attn_score / attn_softmax /
-// attn_out_kernel.
 // Queries per pass for `rows` queries of `row_bytes` score scratch each (attention logits, indexer
 // scores): the pass's scratch stays within 256 MiB; at least one.
 inline int64_t score_group_rows(int64_t rows, int64_t row_bytes) {
@@ -93,6 +88,11 @@ inline int64_t score_group_rows(int64_t rows, int64_t row_bytes) {
   return m < 1 ? 1 : m;
 }
 
+// The decode forms (attention_decode.cu) for a pass of few queries with d ≤ 512: the logits of a tile
+// of keys for a group of heads per CTA (the keys staged once in shared memory, each head's query in
+// registers), and the softmax and outputs of a group of heads × 32 columns per CTA (the keys staged 128
+// at a time, shared by the group's heads). Same bits as attn_count / attn_score / attn_softmax /
+// attn_out_kernel.
 bool decode_attention_fits(const AttnArgs& a);
 // Writes a.ncomp and the logits S (attn_count_kernel + attn_score_kernel).
 void enqueue_decode_attention_scores(CudaBackend& be, const AttnArgs& a);
