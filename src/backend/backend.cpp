@@ -160,6 +160,20 @@ Status check_compressor_shapes(const CompressorUpdate& u, const CompressorTensor
   return ok_status();
 }
 
+Status check_indexer_shapes(const Tensor& qI, const Tensor& g, const Tensor& keys, int64_t p0, int64_t ratio,
+                            const Tensor& out) {
+  const int64_t n = qI.ne[1], nI = g.ne[0], dI = keys.ne[0];
+  if (ratio <= 0 || qI.ne[0] != nI * dI || g.ne[1] != n || out.ne[1] != n || out.type != TensorType::kI32 || p0 < 0)
+    return invalid_argument("indexer_topk: shapes do not fit (qI [" + std::to_string(n) + "][" + std::to_string(qI.ne[0]) +
+                            "], g [" + std::to_string(g.ne[1]) + "][" + std::to_string(nI) + "], keys of " +
+                            std::to_string(dI) + ", out [" + std::to_string(out.ne[1]) + "][" + std::to_string(out.ne[0]) +
+                            "], ratio " + std::to_string(ratio) + ", p0 " + std::to_string(p0) + ")");
+  if (n > 0 && (p0 + n) / ratio > keys.ne[1])
+    return out_of_range("indexer_topk: " + std::to_string((p0 + n) / ratio) + " visible entries beyond capacity " +
+                        std::to_string(keys.ne[1]));
+  return ok_status();
+}
+
 const char* op_name(Op op) {
   switch (op) {
     case Op::kEmbed: return "embed";

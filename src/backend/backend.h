@@ -470,9 +470,11 @@ class Backend {
 
 // --- shape checks every backend shares (host-side, on the descriptors only) ------------------------
 
-// Whether a moe / compressor_update call's tensors fit each other; the error names the shapes.
+// Whether a moe / compressor_update / indexer_topk call's tensors fit each other; the error names the shapes.
 Status check_moe_shapes(const MoeArgs& m);
 Status check_compressor_shapes(const CompressorUpdate& u, const CompressorTensors& state);
+Status check_indexer_shapes(const Tensor& qI, const Tensor& g, const Tensor& keys, int64_t p0, int64_t ratio,
+                            const Tensor& out);
 
 // --- the registry ---------------------------------------------------------------------------------
 

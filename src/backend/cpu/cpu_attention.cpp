@@ -82,13 +82,8 @@ void CpuBackend::compressor_update(const backend::CompressorUpdate& u, const bac
 void CpuBackend::indexer_topk(const Tensor& qI, const Tensor& g, float gscale0, float gscale1, const Tensor& keys,
                               int64_t p0, int64_t ratio, const Tensor& out) {
   const int64_t n = qI.ne[1], nI = g.ne[0], dI = keys.ne[0], top_k = out.ne[0];
-  if (ratio <= 0 || qI.ne[0] != nI * dI || g.ne[1] != n || out.ne[1] != n || out.type != TensorType::kI32) {
-    fail(invalid_argument("indexer_topk: shapes do not fit"));
-    return;
-  }
-  if (n > 0 && (p0 + n) / ratio > keys.ne[1]) {
-    fail(out_of_range("indexer_topk: " + std::to_string((p0 + n) / ratio) + " visible entries beyond capacity " +
-                      std::to_string(keys.ne[1])));
+  if (Status check = backend::check_indexer_shapes(qI, g, keys, p0, ratio, out); !check.ok()) {
+    fail(std::move(check));
     return;
   }
   for (int64_t t = 0; t < n; ++t) {

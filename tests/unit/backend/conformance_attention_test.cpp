@@ -258,6 +258,40 @@ TEST_P(Conformance, IndexerTopk) {
   }
 }
 
+// Bad indexer_topk calls fail the step with an error that names the op (and leave the next step clean).
+TEST_P(Conformance, IndexerShapeErrorsAreNamed) {
+  struct Bad {
+    std::string name;
+    int64_t q_width, p0, capacity;
+    TensorType out_type;
+    std::string says;
+  };
+  const std::vector<Bad> bads = {
+      {"qI width not nI·dI", 4 * 32 + 1, 40, 64, TensorType::kI32, "shapes do not fit"},
+      {"out not I32", 4 * 32, 40, 64, TensorType::kF32, "shapes do not fit"},
+      {"negative p0", 4 * 32, -1, 64, TensorType::kI32, "shapes do not fit"},
+      {"visible beyond capacity", 4 * 32, 400, 64, TensorType::kI32, "beyond capacity"},
+  };
+  for (const Bad& b : bads) {
+    SCOPED_TRACE(b.name);
+    Ctx x(be());
+    const int64_t n = 2, nI = 4, dI = 32;
+    const Tensor qt = x.f32(std::vector<float>(static_cast<size_t>(n * b.q_width), 0.5f), b.q_width, n);
+    const Tensor gt = x.f32(std::vector<float>(static_cast<size_t>(n * nI), 1.0f), nI, n);
+    const Tensor kt = x.f32(std::vector<float>(static_cast<size_t>(b.capacity * dI), 0.25f), dI, b.capacity);
+    const Tensor out = x.alloc(b.out_type, 8, n);
+    be().begin_step();
+    be().indexer_topk(qt, gt, 1.0f, 1.0f, kt, b.p0, 4, out);
+    const Status st = be().end_step();
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("indexer_topk"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(b.says), std::string::npos) << st.message();
+    be().begin_step();
+    EXPECT_TRUE(be().end_step().ok()) << "end_step must clear the error";
+    count("errors");
+  }
+}
+
 // ================================================================================================
 // attention + kv_store (chunk sequences over the ring)
 // ================================================================================================
