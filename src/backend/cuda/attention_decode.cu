@@ -47,9 +47,8 @@ constexpr int kMaxDim = 512;         // d: a head's query in 16 registers per la
 constexpr int kDimPerLane = kMaxDim / 32;
 constexpr int kScoreKeys = kWarps;   // keys per score CTA: one staged by each warp
 constexpr int kScoreHeads = 2 * kWarps;
-constexpr int kOutHeads = kWarps;    // one head per warp, one column per lane
+constexpr int kOutHeads = kWarps;    // heads per out CTA: two per warp of kOutWarps, one column per lane
 constexpr int kOutStage = 128;       // keys per stage of the out kernel
-constexpr int kOutKeysPerWarp = kOutStage / kWarps;
 
 // The compressed keys local query t sees (attn_count_kernel's count; every lane gets it): HCA
 // (p + 1) / ratio; CSA the comp_index row's entries before its first −1, or −1 when one of those is
@@ -160,89 +159,137 @@ __global__ void __launch_bounds__(kThreads) attn_score_tile_kernel(AttnArgs a) {
   }
 }
 
-// Loads stage j0's operands of this thread into registers: kr[r] = key (j0 + warp + kWarps·r)[c]
-// (0 beyond the keys or columns), pr[m] = p_(j0 + lane + 32·m) = exp(l − M) of the warp's head (0
-// beyond).
+// The out kernel: a CTA of kOutWarps warps per (32 columns, kOutHeads heads, query); warp w the heads
+// 2w and 2w + 1 (two fma chains per thread: one key load serves both), lane = column. A stage of
+// kOutStage keys is staged in shared memory as keys_t[column][key] (rows padded by 4 floats: a lane's
+// 16-byte read of 4 consecutive keys, a quarter-warp's 8 columns on 32 distinct banks) and the heads'
+// p_j as p_s[head][key] (read 4 keys at a time as broadcasts): per 4 keys and warp three 16-byte shared
+// loads and 8 fmas, where a warp per head issued a shuffle and a shared load per key (the MIO pipe's
+// ~16 operations per key per CTA held 640 keys at 15.8 µs).
+constexpr int kOutWarps = kOutHeads / 2;
+constexpr int kOutThreads = 32 * kOutWarps;
+constexpr int kOutKeysPerWarp = kOutStage / kOutWarps;  // keys a warp loads per stage (32: one per lane's pointer)
+constexpr int kOutRow = kOutStage + 4;                  // padded row of keys_t / p_s
+static_assert(kOutKeysPerWarp == 32, "a lane resolves the pointer of one of its warp's keys");
+
+// Stage j0's operands of this thread into registers: kr[g][i] = key (j0 + 32·warp + 4g + i)[c] (0 beyond
+// the keys or columns); pr[e][m] = p_(j0 + lane + 32·m) = exp(l − M_e) of the warp's head e (0 beyond or
+// without a head).
 __device__ __forceinline__ void load_out_stage(const AttnArgs& a, int64_t t, int64_t p, int64_t lo, int64_t nraw,
-                                               int64_t nk, int64_t j0, int64_t c, const float* P, float M, int lane, int warp,
-                                               float (&kr)[kOutKeysPerWarp], float (&pr)[kOutStage / 32]) {
+                                               int64_t nk, int64_t j0, int64_t c, const float* const (&P)[2],
+                                               const float (&M)[2], int lane, int warp, float (&kr)[8][4],
+                                               float (&pr)[2][kOutStage / 32]) {
   const int64_t nj = std::min<int64_t>(kOutStage, nk - j0);
-  unsigned long long ptr[kOutStage / 32];  // lane l: key j0 + l + 32·m
+  const int64_t mine = 32 * warp + lane;  // the key whose pointer this lane resolves
+  const unsigned long long ptr =
+      mine < nj ? reinterpret_cast<unsigned long long>(attn_key(a, a.t0 + t, p, lo, nraw, j0 + mine)) : 0ull;
 #pragma unroll
-  for (int m = 0; m < kOutStage / 32; ++m) {
-    const int64_t jj = lane + 32 * m;
-    ptr[m] = jj < nj ? reinterpret_cast<unsigned long long>(attn_key(a, a.t0 + t, p, lo, nraw, j0 + jj)) : 0ull;
-    pr[m] = P != nullptr && jj < nj ? det::exp(P[j0 + jj] - M) : 0.0f;
-  }
+  for (int e = 0; e < 2; ++e)
 #pragma unroll
-  for (int r = 0; r < kOutKeysPerWarp; ++r) {
-    // Key jj = warp + kWarps·r is held by lane jj % 32 in ptr[jj / 32] (warp < kWarps: the index is
-    // r / 4, known at compile time, so ptr stays in registers).
-    static_assert(32 % kWarps == 0 && 32 / kWarps == 4, "four rounds of kWarps keys per 32");
-    const int jj = warp + kWarps * r;
-    const auto* key = reinterpret_cast<const float*>(__shfl_sync(kFullMask, ptr[r / 4], warp + kWarps * (r % 4)));
-    kr[r] = jj < nj && c < a.d ? key[c] : 0.0f;
-  }
+    for (int m = 0; m < kOutStage / 32; ++m) {
+      const int64_t jj = lane + 32 * m;
+      pr[e][m] = P[e] != nullptr && jj < nj ? det::exp(P[e][j0 + jj] - M[e]) : 0.0f;
+    }
+#pragma unroll
+  for (int g = 0; g < 8; ++g)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const auto* key = reinterpret_cast<const float*>(__shfl_sync(kFullMask, ptr, 4 * g + i));
+      kr[g][i] = 32 * warp + 4 * g + i < nj && c < a.d ? key[c] : 0.0f;
+    }
 }
 
-// grid (⌈d / 32⌉, ⌈H / kOutHeads⌉, n).
-__global__ void __launch_bounds__(kThreads) attn_out_tile_kernel(AttnArgs a) {
-  __shared__ float keys[kOutStage][32];
+// grid (⌈d / 32⌉, ⌈H / kOutHeads⌉, n), kOutThreads threads.
+__global__ void __launch_bounds__(kOutThreads) attn_out_tile_kernel(AttnArgs a) {
+  __shared__ __align__(16) float keys_t[32][kOutRow];
+  __shared__ __align__(16) float p_s[kOutHeads][kOutRow];
   wait_for_producer();
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int64_t t = blockIdx.z, c = static_cast<int64_t>(blockIdx.x) * 32 + lane;
-  const int64_t h = static_cast<int64_t>(blockIdx.y) * kOutHeads + warp;
-  const bool active = c < a.d && h < a.H;
-  float* out = active ? row_ptr<float>(a.o, a.o_nb, a.t0 + t) + h * a.d + c : nullptr;
+  const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kOutHeads + 2 * warp;
+  const int64_t hs[2] = {h0, h0 + 1};
+  const bool active[2] = {c < a.d && hs[0] < a.H, c < a.d && hs[1] < a.H};
   const int64_t nc = a.ncomp[t];
   const int64_t p = a.p0 + a.t0 + t;
-  float v = quiet_nan();  // nc < 0: a comp_index entry beyond capacity (the CPU fails the step): NaN, never a bad read
-  if (nc >= 0) {          // CTA-uniform
+  // nc < 0: a comp_index entry beyond capacity (the CPU fails the step): NaN, never a bad read.
+  float v[2] = {quiet_nan(), quiet_nan()};
+  if (nc >= 0) {  // CTA-uniform
     const int64_t lo = raw_first(a, p), nraw = p - lo + 1, nk = nraw + nc;
-    const float* P = h < a.H ? a.S + (t * a.H + h) * a.maxk : nullptr;  // the logits
-    const float M = P != nullptr ? rowops::std_max(a.sinks[h], detail::logits_max(P, nk, lane)) : 0.0f;
-    float kr[kOutKeysPerWarp], pr[kOutStage / 32], pcur[kOutStage / 32];
-    float acc = 0.0f, part = 0.0f;
+    const float* P[2];
+    float M[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      P[e] = hs[e] < a.H ? a.S + (t * a.H + hs[e]) * a.maxk : nullptr;  // the logits
+      M[e] = P[e] != nullptr ? rowops::std_max(a.sinks[hs[e]], detail::logits_max(P[e], nk, lane)) : 0.0f;
+    }
+    float kr[8][4], pr[2][kOutStage / 32];
+    float acc[2] = {0.0f, 0.0f}, part[2] = {0.0f, 0.0f};
     if (nk > 0) load_out_stage(a, t, p, lo, nraw, nk, 0, c, P, M, lane, warp, kr, pr);
     for (int64_t j0 = 0; j0 < nk; j0 += kOutStage) {
-#pragma unroll
-      for (int r = 0; r < kOutKeysPerWarp; ++r) keys[warp + kWarps * r][lane] = kr[r];
-#pragma unroll
-      for (int m = 0; m < kOutStage / 32; ++m) pcur[m] = pr[m];
-      __syncthreads();
-      if (j0 + kOutStage < nk) load_out_stage(a, t, p, lo, nraw, nk, j0 + kOutStage, c, P, M, lane, warp, kr, pr);
       const int nj = static_cast<int>(std::min<int64_t>(kOutStage, nk - j0));
 #pragma unroll
-      for (int m = 0; m < kOutStage / 32; ++m)
-        if (32 * m + lane < nj) part = part + pcur[m];  // den's lane partial: j ≡ lane mod 32, ascending
+      for (int g = 0; g < 8; ++g)
+        *reinterpret_cast<float4*>(&keys_t[lane][32 * warp + 4 * g]) = make_float4(kr[g][0], kr[g][1], kr[g][2], kr[g][3]);
 #pragma unroll
-      for (int m = 0; m < kOutStage / 32; ++m) {  // unrolled (no break): pcur stays in registers
-        const int nm = std::max(0, std::min(32, nj - 32 * m));
-        if (nm == 32) {  // 32 keys unrolled: their shuffles and loads issue ahead of the fma chain
+      for (int e = 0; e < 2; ++e)
 #pragma unroll
-          for (int k = 0; k < 32; ++k) acc = hd::fma(__shfl_sync(kFullMask, pcur[m], k), keys[32 * m + k][lane], acc);
-        } else {
-          for (int k = 0; k < nm; ++k) acc = hd::fma(__shfl_sync(kFullMask, pcur[m], k), keys[32 * m + k][lane], acc);
+        for (int m = 0; m < kOutStage / 32; ++m) {
+          p_s[2 * warp + e][lane + 32 * m] = pr[e][m];
+          if (32 * m + lane < nj) part[e] = part[e] + pr[e][m];  // den's lane partial: j ≡ lane mod 32, ascending
         }
+      __syncthreads();
+      if (j0 + kOutStage < nk) load_out_stage(a, t, p, lo, nraw, nk, j0 + kOutStage, c, P, M, lane, warp, kr, pr);
+      const float* kt = keys_t[lane];
+      const float* p0 = p_s[2 * warp];
+      const float* p1 = p_s[2 * warp + 1];
+      const int n4 = nj / 4;
+      const auto four = [&](int q) {  // keys 4q … 4q + 3 into both chains, in key order
+        const float4 k = *reinterpret_cast<const float4*>(kt + 4 * q);
+        const float4 x = *reinterpret_cast<const float4*>(p0 + 4 * q);
+        const float4 y = *reinterpret_cast<const float4*>(p1 + 4 * q);
+        acc[0] = hd::fma(x.x, k.x, acc[0]);
+        acc[1] = hd::fma(y.x, k.x, acc[1]);
+        acc[0] = hd::fma(x.y, k.y, acc[0]);
+        acc[1] = hd::fma(y.y, k.y, acc[1]);
+        acc[0] = hd::fma(x.z, k.z, acc[0]);
+        acc[1] = hd::fma(y.z, k.z, acc[1]);
+        acc[0] = hd::fma(x.w, k.w, acc[0]);
+        acc[1] = hd::fma(y.w, k.w, acc[1]);
+      };
+      if (n4 == kOutStage / 4) {  // a full stage, unrolled: the loads issue ahead of the chains
+#pragma unroll
+        for (int q = 0; q < kOutStage / 4; ++q) four(q);
+      } else {
+        for (int q = 0; q < n4; ++q) four(q);
+      }
+      for (int j = 4 * n4; j < nj; ++j) {  // the stage's last keys (none past nj: an fma with 0 could turn −0 into +0)
+        acc[0] = hd::fma(p0[j], kt[j], acc[0]);
+        acc[1] = hd::fma(p1[j], kt[j], acc[1]);
       }
       __syncthreads();
     }
-    const float sum = rowops::warp_tree(part);
-    if (active) v = hd::div(acc, det::exp(a.sinks[h] - M) + sum);
-  }
-  if (a.unrope_n_rot > 0) {
-    // rope(o, H, p0, n_rot, freqs, inverse) on the head's trailing n_rot columns: pair k = columns
-    // (d − n_rot + 2k, +1), lanes (2i, 2i + 1) of this warp (d − n_rot and the tile's start are even);
-    // rope_rotate's products and sums in its order.
-    const float other = __shfl_xor_sync(kFullMask, v, 1);
-    const int64_t tail = c - (a.d - a.unrope_n_rot);
-    if (active && tail >= 0) {
-      float cs, sn;
-      rowops::rope_cs(p, a.unrope_freqs[tail / 2], true, cs, sn);
-      v = (lane & 1) == 0 ? v * cs - other * sn : other * sn + v * cs;
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float sum = rowops::warp_tree(part[e]);
+      if (active[e]) v[e] = hd::div(acc[e], det::exp(a.sinks[hs[e]] - M[e]) + sum);
     }
   }
-  if (active) *out = v;
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    if (a.unrope_n_rot > 0) {
+      // rope(o, H, p0, n_rot, freqs, inverse) on the head's trailing n_rot columns: pair k = columns
+      // (d − n_rot + 2k, +1), lanes (2i, 2i + 1) of this warp (d − n_rot and the tile's start are even);
+      // rope_rotate's products and sums in its order.
+      const float other = __shfl_xor_sync(kFullMask, v[e], 1);
+      const int64_t tail = c - (a.d - a.unrope_n_rot);
+      if (active[e] && tail >= 0) {
+        float cs, sn;
+        rowops::rope_cs(p, a.unrope_freqs[tail / 2], true, cs, sn);
+        v[e] = (lane & 1) == 0 ? v[e] * cs - other * sn : other * sn + v[e] * cs;
+      }
+    }
+    if (active[e]) row_ptr<float>(a.o, a.o_nb, a.t0 + t)[hs[e] * a.d + c] = v[e];
+  }
 }
 
 }  // namespace
@@ -262,7 +309,7 @@ void enqueue_decode_attention_scores(CudaBackend& be, const AttnArgs& a) {
 void enqueue_decode_attention_out(CudaBackend& be, const AttnArgs& a) {
   const dim3 grid(static_cast<unsigned>((a.d + 31) / 32), static_cast<unsigned>((a.H + kOutHeads - 1) / kOutHeads),
                   static_cast<unsigned>(a.n));
-  be.launch("attn_out_tile_kernel", attn_out_tile_kernel, grid, kThreads, 0, a);
+  be.launch("attn_out_tile_kernel", attn_out_tile_kernel, grid, kOutThreads, 0, a);
 }
 
 }  // namespace detail
