@@ -281,6 +281,107 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
   }
 }
 
+// The routed form with each warp's rows staged whole in shared memory by cp.async (16-byte copies, issued
+// before the pair's activation copy): one memory latency per warp and pair, where the chunk loop paid
+// one per chunk with 4-5 loads per lane and row (2-byte aligned IQ2_XXS words). Same chunk loop, same
+// lanes, same order: product_routed_kernel's bits. For rows of a multiple of 16 bytes (DS4: 1,056 and
+// 672) at 16-byte aligned experts, kRoutedRows · row bytes ≤ kRoutedStageBytes. At most 64 registers
+// (__launch_bounds__ …, 4): four CTAs per SM as the chunk-loop form (80 without the bound: three).
+constexpr int kRoutedStageBytes = 4 * 1088;
+
+template <typename Ops>
+__global__ void __launch_bounds__(32 * kProductWarps, 4) product_routed_staged_kernel(ProductArgs a) {
+  static_assert(Ops::kLanes > 1 && has_lane_act<Ops>(), "K/IQ types with a lane form");
+  constexpr int kL = Ops::kLanes, kPerChunk = 32 / kL, kRows = kRoutedRows;
+  constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
+  __shared__ __align__(16) uint8_t act_s[kRoutedActMax];
+  __shared__ __align__(16) uint8_t w_s[kProductWarps][kRoutedStageBytes];
+  __shared__ Iq2xxsDeviceTables tab_s;
+  constexpr bool kTables = has_tables<Ops>();
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid / 32;
+  const int64_t o0 = (blockIdx.x * static_cast<int64_t>(kProductWarps) + warp) * kRows;
+  const int64_t nb = a.in / Ops::kBlock, act_bytes = nb * kActBytes;
+  if constexpr (kTables) {
+    for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];
+  }
+  const uint8_t* wz = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1);
+  if (a.ids != nullptr && blockIdx.y < a.rows) {  // product_routed_kernel's speculative L2 prefetch
+    const int64_t r = blockIdx.y;
+    const int32_t e = __ldcg(a.ids + (r / a.id_k) * a.id_stride + r % a.id_k);
+    const int64_t c0 = blockIdx.x * static_cast<int64_t>(kProductWarps) * kRows;
+    if (e >= 0 && e < a.n_expert && c0 < a.out) {
+      const int64_t rows = a.out - c0 < kProductWarps * kRows ? a.out - c0 : kProductWarps * kRows;
+      preload::prefetch_l2(wz + e * a.expert_bytes + c0 * a.w_row_bytes, rows * a.w_row_bytes, tid,
+                           static_cast<int>(blockDim.x));
+    }
+  }
+  wait_for_producer();
+  float* yz = blockIdx.z == 0 ? a.y : a.y_z1;
+  uint8_t* ws = w_s[warp];
+  const int rows_here = static_cast<int>(a.out - o0 < kRows ? (a.out - o0 > 0 ? a.out - o0 : 0) : kRows);  // warp-uniform
+  for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
+    const int32_t e = a.ids[(r / a.id_k) * a.id_stride + r % a.id_k];
+    const bool valid = e >= 0 && e < a.n_expert;
+    if (valid && rows_here > 0) {  // the warp's rows, contiguous: rows_here · row bytes, 16 bytes a copy
+      const uint8_t* src = wz + e * a.expert_bytes + o0 * a.w_row_bytes;
+      const int64_t n16 = rows_here * a.w_row_bytes / 16;
+      for (int64_t q = lane; q < n16; q += 32) preload::cp_async16(ws + 16 * q, src + 16 * q);
+    }
+    preload::cp_async_commit();
+    const uint8_t* asrc = static_cast<const uint8_t*>(a.act) + (r / a.act_div) * a.act_stride;
+    if (reinterpret_cast<uintptr_t>(asrc) % 16 == 0 && act_bytes % 16 == 0) {
+      for (int64_t q = tid; q < act_bytes / 16; q += blockDim.x)
+        reinterpret_cast<uint4*>(act_s)[q] = __ldg(reinterpret_cast<const uint4*>(asrc) + q);
+    } else {
+      for (int64_t q = tid; q < act_bytes; q += blockDim.x) act_s[q] = asrc[q];
+    }
+    preload::cp_async_wait_all();
+    __syncthreads();
+    if (rows_here > 0) {
+      if (!valid) {
+        if (lane < rows_here) yz[r * a.y_stride + o0 + lane] = nan_f32();
+      } else {
+        const int sub = lane % kL;
+        float p[kRows];
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) p[i] = 0.0f;
+        for (int64_t b0 = 0; b0 < nb; b0 += kPerChunk) {
+          const int64_t b = b0 + lane / kL;
+          const int rel = lane - static_cast<int>(b0 % 32);
+          const bool mine = rel >= 0 && rel < kPerChunk && b0 + rel < nb;
+          const uint8_t* ab = act_s + b * kActBytes;
+          typename Ops::LaneAct la{};
+          if (b < nb) la = Ops::lane_act(ab, sub);
+#pragma unroll
+          for (int i = 0; i < kRows; ++i) {
+            if (i >= rows_here) break;
+            const uint8_t* wb = ws + i * a.w_row_bytes + b * Ops::kBlockBytes;
+            typename Ops::Isum is{};
+            if (b < nb) {
+              if constexpr (requires { Ops::part_lane_shared(wb, la, sub, tab_s); })
+                is = Ops::part_lane_shared(wb, la, sub, tab_s);
+              else
+                is = Ops::part_lane(wb, la, sub, tab_s);
+            }
+            for (int m = 1; m < kL; m <<= 1) is = Ops::add(is, Ops::shfl_xor(is, m));
+            const float v = b < nb ? Ops::finish(wb, ab, is) : 0.0f;
+            const float vb = __shfl_sync(0xffffffffu, v, mine ? rel * kL : 0);
+            if (mine) p[i] = p[i] + vb;
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+          if (i >= rows_here) break;
+          float q = p[i];
+          for (int sh = 16; sh >= 1; sh >>= 1) q = q + __shfl_down_sync(0xffffffffu, q, sh);
+          if (lane == 0) yz[r * a.y_stride + o0 + i] = q;
+        }
+      }
+    }
+    __syncthreads();  // act_s and the stages are refilled for the next pair
+  }
+}
+
 // One activation row × quantized weights with few output rows (decode's q_a, kv, W_oa groups, W_ob, the
 // shared expert): kSplit warps share an output row so that enough warps stream the weights. Warp `part`
 // of a row computes the block values of chunks part, part + kSplit, … (a chunk = the 32 blocks one
@@ -559,6 +660,13 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid) {
           if (fits(static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.w))) &&
               fits(static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.w_z1))) && fits(a.w_row_bytes) &&
               fits(a.expert_bytes)) {
+            const auto fits16 = [](int64_t v) { return v % 16 == 0; };
+            if (be.forms().routed_staged && fits16(static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.w))) &&
+                fits16(static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.w_z1))) && fits16(a.w_row_bytes) &&
+                fits16(a.expert_bytes) && kRoutedRows * a.w_row_bytes <= kRoutedStageBytes) {
+              be.launch("product_routed_staged_kernel", product_routed_staged_kernel<Ops>, g, 32 * kProductWarps, 0, a);
+              return;
+            }
             be.launch("product_routed_kernel", product_routed_kernel<Ops, true>, g, 32 * kProductWarps, 0, a);
             return;
           }

@@ -266,6 +266,10 @@ struct TypeOps<TensorType::kIQ2_XXS> {
   __device__ static Isum part_lane(const uint8_t* w, const LaneAct& act, int s, const Iq2xxsDeviceTables& t) {
     return qdot::iq2_xxs_isum_lane(w, act, t.grid, s);
   }
+  // part_lane for a block in shared memory.
+  __device__ static Isum part_lane_shared(const uint8_t* w, const LaneAct& act, int s, const Iq2xxsDeviceTables& t) {
+    return qdot::iq2_xxs_isum_lane_shared(w, act, t.grid, s);
+  }
   __device__ static Isum add(Isum x, Isum y) { return x + y; }
   __device__ static Isum shfl_xor(Isum x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }
   __device__ static float finish(const uint8_t* w, const uint8_t* a, Isum s) {

@@ -177,6 +177,14 @@ __device__ __forceinline__ int32_t iq2_xxs_isum_lane(const uint8_t* blk, const L
   return iq2_xxs_group_isum(q[0], q[1], grid, act.w) + iq2_xxs_group_isum(q[2], q[3], grid, act.w + 8);
 }
 
+// iq2_xxs_isum_lane for a block in shared memory (the staged routed form): the generic loads.
+__device__ __forceinline__ int32_t iq2_xxs_isum_lane_shared(const uint8_t* blk, const LaneAct64& act, const uint64_t* grid,
+                                                           int s) {
+  uint32_t q[4];
+  load_words_align2<4>(blk + 2 + 16 * s, q);
+  return iq2_xxs_group_isum(q[0], q[1], grid, act.w) + iq2_xxs_group_isum(q[2], q[3], grid, act.w + 8);
+}
+
 // q2_k_isums over sub-blocks [k0, k1) for a 4-byte aligned block: sub-block k's 16 quants are bits
 // 2j of qs[32h + 16(k mod 2) + i], h = k / 8, j = (k / 2) mod 4.
 __device__ __forceinline__ qref::KQuantIsums q2_k_isums(const BlockQ2_K& w, const BlockQ8_K& a, int k0, int k1) {
