@@ -504,6 +504,10 @@ __device__ __forceinline__ void ring_fold(uint8_t* ring, int n, NextRun& next_ru
 // product's grid (the routed form uses it as is).
 bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid);
 
+// matmul_mma.cu: launches the tensor-core form for `a` (Q8_0 weights, at least 16 activation rows, no
+// expert ids; the same bits) and returns true, or false when it does not apply.
+bool enqueue_mma_product(CudaBackend& be, const ProductArgs& a);
+
 // Up to kWholeRowJobs float-weight products of one activation row (the same act, in and type; each
 // one the whole-row form would take) as one launch: the number of jobs launched (all of them), or 0
 // when they do not qualify and the caller enqueues them one by one. Same bits per job.

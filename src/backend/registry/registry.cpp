@@ -31,6 +31,7 @@ cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
   o.forms.hc_side = options.cuda_hc_side;
   o.forms.norm_rope_batch = options.cuda_norm_rope_batch;
   o.forms.indexer_tile = options.cuda_indexer_tile;
+  o.forms.mma_products = options.cuda_mma_products;
   o.forms.routed_staged = options.cuda_routed_staged;
   return o;
 }
