@@ -504,7 +504,7 @@ __device__ __forceinline__ void ring_fold(uint8_t* ring, int n, NextRun& next_ru
 // product's grid (the routed form uses it as is).
 bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid);
 
-// matmul_mma.cu: launches the tensor-core form for `a` (Q8_0 weights, at least 16 activation rows, no
+// matmul_mma.cu: launches the tensor-core form for `a` (Q8_0 weights, at least 64 activation rows, no
 // expert ids; the same bits) and returns true, or false when it does not apply.
 bool enqueue_mma_product(CudaBackend& be, const ProductArgs& a);
 

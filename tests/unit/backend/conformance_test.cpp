@@ -181,18 +181,18 @@ std::vector<MatmulCase> matmul_cases() {
     // streams them with a resident grid, two runs of 32 blocks per chunk): one run (9001 rows: more
     // than any GPU's resident warps, so several rows per warp), three runs (a half chunk at each
     // row's end), and an x view.
-    // Many activation rows (prefill chunks; a GPU takes 32-block types to its tensor-core form from 16
+    // Many activation rows (prefill chunks; a GPU takes 32-block types to its tensor-core form from 64
     // rows): partial tiles of rows and columns, rows of 3 blocks (fewer than the tree's 32 leaves) and of
     // 512 (chains of 16 blocks), odd row lengths in blocks (rows 2 bytes off 4-byte alignment), x views,
     // specials in x and extreme weights.
     if (b == 32 || b == 1) {
-      v.push_back({"prefill_rows16", t, 4096, 70, 16});
+      v.push_back({"prefill_rows64", t, 4096, 70, 64});
       v.push_back({"prefill_4096_x77", t, 4096, 200, 77, 0, 0, WeightGen::kRandom, 9});
-      v.push_back({"prefill_blocks3", t, 96, 65, 33});
-      v.push_back({"prefill_blocks_odd", t, 32 * 45, 131, 40});
-      v.push_back({"prefill_long_chains", t, 16384, 66, 35});
-      v.push_back({"prefill_views", t, 1024, 64, 48, 5, 3});
-      v.push_back({"prefill_extreme", t, 512, 72, 36, 0, 0, WeightGen::kExtreme});
+      v.push_back({"prefill_blocks3", t, 96, 65, 97});
+      v.push_back({"prefill_blocks_odd", t, 32 * 45, 131, 70});
+      v.push_back({"prefill_long_chains", t, 16384, 66, 65});
+      v.push_back({"prefill_views", t, 1024, 64, 80, 5, 3});
+      v.push_back({"prefill_extreme", t, 512, 72, 66, 0, 0, WeightGen::kExtreme});
     }
     if (b == 32) {
       v.push_back({"many_rows_1024", t, 1024, 9001, 1});
@@ -341,14 +341,14 @@ std::vector<BatchCase> batch_cases() {
     v.push_back(c);
   }
   for (int64_t group_rows : {64, 48}) {
-    // W_oa's groups in a prefill chunk (40 rows): 64 rows a group (a GPU's tensor-core form takes it) and 48
+    // W_oa's groups in a prefill chunk (72 rows): 64 rows a group (a GPU's tensor-core form takes it) and 48
     // (group boundaries inside its 64-row tiles: the general product)
-    BatchCase c{"output_groups_prefill_q8_0_" + std::to_string(group_rows), {4 * 512}, {40}, {}};
+    BatchCase c{"output_groups_prefill_q8_0_" + std::to_string(group_rows), {4 * 512}, {72}, {}};
     c.shared_type = TensorType::kQ8_0;
     c.shared_in = 512;
     c.shared_out = 4 * group_rows;
     for (int64_t g = 0; g < 4; ++g)
-      c.jobs.push_back({TensorType::kQ8_0, 512, group_rows, 0, 40, g * 512, g * group_rows, -1, g * group_rows});
+      c.jobs.push_back({TensorType::kQ8_0, 512, group_rows, 0, 72, g * 512, g * group_rows, -1, g * group_rows});
     c.y_width = 4 * group_rows;
     v.push_back(c);
   }
