@@ -186,6 +186,30 @@ struct LaneActOf<Ops, true> {
 // ncu had the IQ2_XXS launch 26.8 → 25.9 µs alone. Kept at 4.)
 constexpr int kRoutedRows = 4;
 
+// The routed forms' block step: the kLanes lanes' integer parts of block b summed (xor shuffles: order-
+// free integers), its one float finish, and the value added to partial p by the lane that owns the block
+// (`mine`: lane rel of the chunk) — numerics/accumulate.h's order.
+template <typename Ops>
+__device__ __forceinline__ void fold_block(typename Ops::Isum is, const uint8_t* wb, const uint8_t* ab, bool valid, bool mine,
+                                           int rel, float& p) {
+  for (int m = 1; m < Ops::kLanes; m <<= 1) is = Ops::add(is, Ops::shfl_xor(is, m));
+  const float v = valid ? Ops::finish(wb, ab, is) : 0.0f;
+  const float vb = __shfl_sync(0xffffffffu, v, mine ? rel * Ops::kLanes : 0);
+  if (mine) p = p + vb;
+}
+
+// Partials32::reduce of each row's partials (the shuffle-down tree); lane 0 writes y[i] for i < rows_here.
+template <int kRows>
+__device__ __forceinline__ void write_routed_rows(const float (&p)[kRows], int rows_here, float* y, int lane) {
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    if (i >= rows_here) break;
+    float q = p[i];
+    for (int sh = 16; sh >= 1; sh >>= 1) q = q + __shfl_down_sync(0xffffffffu, q, sh);
+    if (lane == 0) y[i] = q;
+  }
+}
+
 template <typename Ops, bool kLaneAct>
 __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(ProductArgs a) {
   static_assert(Ops::kLanes > 1, "K/IQ types");
@@ -262,19 +286,10 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_routed_kernel(Prod
               else
                 is = Ops::part(wb, ab, sub);
             }
-            for (int m = 1; m < kL; m <<= 1) is = Ops::add(is, Ops::shfl_xor(is, m));
-            const float v = b < nb ? Ops::finish(wb, ab, is) : 0.0f;
-            const float vb = __shfl_sync(0xffffffffu, v, mine ? rel * kL : 0);
-            if (mine) p[i] = p[i] + vb;
+            fold_block<Ops>(is, wb, ab, b < nb, mine, rel, p[i]);
           }
         }
-#pragma unroll
-        for (int i = 0; i < kRoutedRows; ++i) {
-          if (i >= rows_here) break;
-          float q = p[i];
-          for (int sh = 16; sh >= 1; sh >>= 1) q = q + __shfl_down_sync(0xffffffffu, q, sh);
-          if (lane == 0) yz[r * a.y_stride + o0 + i] = q;
-        }
+        write_routed_rows<kRoutedRows>(p, rows_here, yz + r * a.y_stride + o0, lane);
       }
     }
     __syncthreads();  // act_s is refilled for the next pair
@@ -363,19 +378,10 @@ __global__ void __launch_bounds__(32 * kProductWarps, 4) product_routed_staged_k
               else
                 is = Ops::part_lane(wb, la, sub, tab_s);
             }
-            for (int m = 1; m < kL; m <<= 1) is = Ops::add(is, Ops::shfl_xor(is, m));
-            const float v = b < nb ? Ops::finish(wb, ab, is) : 0.0f;
-            const float vb = __shfl_sync(0xffffffffu, v, mine ? rel * kL : 0);
-            if (mine) p[i] = p[i] + vb;
+            fold_block<Ops>(is, wb, ab, b < nb, mine, rel, p[i]);
           }
         }
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-          if (i >= rows_here) break;
-          float q = p[i];
-          for (int sh = 16; sh >= 1; sh >>= 1) q = q + __shfl_down_sync(0xffffffffu, q, sh);
-          if (lane == 0) yz[r * a.y_stride + o0 + i] = q;
-        }
+        write_routed_rows<kRows>(p, rows_here, yz + r * a.y_stride + o0, lane);
       }
     }
     __syncthreads();  // act_s and the stages are refilled for the next pair
