@@ -8,7 +8,7 @@
 //     window, one thread per channel (max, then one pass: e_c into the 32 partials and the fma chain),
 //     then warp 0 rms-norms and ropes the entry. The ring store (the chunk's last coff·r positions)
 //     runs after, as a separate kernel.
-//   attention (a pass of few queries with d ≤ 512: attention_decode.cu's two kernels, the same
+//   attention (a pass of ≤ 65535 queries with d ≤ 512: attention_decode.cu's two kernels, the same
 //     arithmetic): per query t, the number of compressed keys (CSA: the comp_index prefix before −1);
 //     one warp per (query, key) computes the H logits; one warp per (query, head) the max, the
 //     probabilities (in place) and the denominator (lane = partial: sum32's order); one thread per

@@ -88,7 +88,7 @@ inline int64_t score_group_rows(int64_t rows, int64_t row_bytes) {
   return m < 1 ? 1 : m;
 }
 
-// The decode forms (attention_decode.cu) for a pass of few queries with d ≤ 512: the logits of a tile
+// The decode forms (attention_decode.cu) for a pass of ≤ 65535 queries with d ≤ 512: the logits of a tile
 // of keys for a group of heads per CTA (the keys staged once in shared memory, each head's query in
 // registers), and the softmax and outputs of a group of heads × 32 columns per CTA (the keys staged 128
 // at a time, shared by the group's heads). Same bits as attn_count / attn_score / attn_softmax /

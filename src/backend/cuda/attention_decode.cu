@@ -1,4 +1,5 @@
-// backend/cuda/attention_decode.cu — the decode forms of attention (a pass of few queries, d ≤ 512):
+// backend/cuda/attention_decode.cu — the tiled forms of attention (named for decode; any pass of up to
+// 65535 queries, d ≤ 512):
 // CudaBackend::attention (attention.cu) launches them instead of attn_count / attn_score / attn_out
 // when decode_attention_fits, with attn_softmax_kernel between them. Every query's heads read the
 // same keys (one kv row per position), so the general kernels, a warp per (key, head) and a thread per
@@ -42,7 +43,10 @@ using rowops::row_ptr;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
-constexpr int64_t kMaxQueries = 16;  // queries per pass (decode steps; prefill keeps the general kernels)
+// Queries per pass: the grid's z. Every CTA serves one query, so the tiles are the same for a decode
+// step and a prefill chunk (up to 2026-12-07 prefill kept the general kernels: 16 queries at most here;
+// the general ones moved each key H·d times through L2 and took 37 % of a 4096-token prefill's kernel time).
+constexpr int64_t kMaxQueries = 65535;
 constexpr int kMaxDim = 512;         // d: a head's query in 16 registers per lane
 constexpr int kDimPerLane = kMaxDim / 32;
 constexpr int kScoreKeys = kWarps;   // keys per score CTA: one staged by each warp
