@@ -22,7 +22,6 @@ struct CudaKernelForms {
   bool hc_side = true;      // hc_pre_norm's Sinkhorn as a side launch beside the chain (with hc_cluster)
   bool norm_rope_batch = true;  // norm_rope's jobs in one launch (the query heads, kv row, indexer queries)
   bool indexer_tile = true;     // indexer scores by CTA tiles of entries with the query staged once
-  bool grouped_experts = true;  // prefill's routed pairs grouped by expert: an expert's rows read once per 8 pairs
   bool mma_products = true;     // Q8_0 products of ≥ 64 activation rows on the tensor cores (matmul_mma.cu)
   bool routed_staged = true;    // routed K/IQ products with each warp's rows staged whole by cp.async
 };

@@ -78,18 +78,14 @@ __global__ void act_quant_jobs_kernel(ActQuantJob j0, int64_t w0, ActQuantJob j1
 // finish; v_b is then shuffled to lane b mod 32. The warp's shuffle-down 16…1 is Partials32::reduce.
 constexpr int kProductTile = 8;    // activation rows per warp (dense products)
 
-// Product rows r0 … r0 + nt − 1, or with rows_of the rows rows_of[0 … nt − 1] (moe's pairs grouped by
-// expert): activation row r / act_div, output y[r·y_stride + o].
 template <typename Ops, int kTile>
-__device__ void product_rows(const ProductArgs& a, const uint8_t* w, float* y, int64_t r0, int nt, int64_t o, int lane,
-                             const int32_t* rows_of = nullptr) {
-  const auto row = [&](int t) { return rows_of != nullptr ? static_cast<int64_t>(rows_of[t]) : r0 + t; };
+__device__ void product_rows(const ProductArgs& a, const uint8_t* w, float* y, int64_t r0, int nt, int64_t o, int lane) {
   float p[kTile];
   for (int t = 0; t < kTile; ++t) p[t] = 0.0f;
   const uint8_t* act[kTile];
   const int64_t group = a.act_group_rows > 0 ? (o / a.act_group_rows) * a.act_group_bytes : 0;
   for (int t = 0; t < kTile; ++t)
-    act[t] = static_cast<const uint8_t*>(a.act) + group + (row(t < nt ? t : 0) / a.act_div) * a.act_stride;
+    act[t] = static_cast<const uint8_t*>(a.act) + group + ((r0 + (t < nt ? t : 0)) / a.act_div) * a.act_stride;
   if constexpr (Ops::kLanes == 1) {
     constexpr int64_t kActBytes = ActOps<Ops::kAct>::kBytes;
     const int64_t nb = a.in / Ops::kBlock;
@@ -146,7 +142,7 @@ __device__ void product_rows(const ProductArgs& a, const uint8_t* w, float* y, i
     if (t >= nt) break;
     float v = p[t];
     for (int s = 16; s >= 1; s >>= 1) v = v + __shfl_down_sync(0xffffffffu, v, s);
-    if (lane == 0) y[row(t) * a.y_stride + o] = v;
+    if (lane == 0) y[(r0 + t) * a.y_stride + o] = v;
   }
 }
 
@@ -242,29 +238,6 @@ __global__ void __launch_bounds__(32 * kProductWarps) product_kernel(ProductArgs
       product_rows<Ops, kTile>(a, w, yz, r0, nt, o, lane);
     }
   }
-}
-
-// moe's routed pairs grouped by expert (GroupedPairs, matmul.cuh): CTA (x, y) computes weight rows
-// 8x … 8x + 7 of tile y's expert for the tile's ≤ 8 pairs (one warp per row, the pairs as the tile's
-// activation rows: product_rows, the same order per element as one pair alone), so an expert's rows are
-// read once per 8 of its pairs instead of once per pair. Tiles past *n_tiles leave at once.
-template <typename Ops>
-__global__ void __launch_bounds__(32 * kProductWarps) product_grouped_kernel(ProductArgs a, GroupedPairs g) {
-  wait_for_producer();
-  if (static_cast<int32_t>(blockIdx.y) >= *g.n_tiles) return;
-  const PairTile tile = g.tiles[blockIdx.y];
-  const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x / 32);
-  const int64_t o = blockIdx.x * static_cast<int64_t>(kProductWarps) + warp;
-  if (o >= a.out) return;  // the whole warp leaves together
-  const uint8_t* wz = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1);
-  float* yz = blockIdx.z == 0 ? a.y : a.y_z1;
-  const int32_t* rows = g.order + tile.first;
-  if (tile.expert < 0) {  // ids outside [0, n_expert): the pairs' rows are NaN
-    if (lane < tile.count) yz[rows[lane] * a.y_stride + o] = nan_f32();
-    return;
-  }
-  product_rows<Ops, kGroupTile>(a, wz + tile.expert * a.expert_bytes + o * a.w_row_bytes, yz, 0, tile.count, o, lane,
-                                rows);
 }
 
 // --- embed ---------------------------------------------------------------------------------------------
@@ -415,22 +388,6 @@ void enqueue_product(CudaBackend& be, const ProductArgs& args) {
       be.launch("product_kernel", product_kernel<decltype(ops), 1>, grid, 32 * kProductWarps, 0, a);
   });
   if (!known) be.fail(unsupported("matmul: no CUDA kernels for type " + std::string(tensor_type_name(a.type))));
-}
-
-bool enqueue_grouped_product(CudaBackend& be, const ProductArgs& a, const GroupedPairs& g) {
-  if (a.rows <= 0 || a.out <= 0) return true;
-  if (act_format(a.type) == ActFormat::kF32 || g.max_tiles <= 0 || g.max_tiles > kMaxGridY) return false;
-  const dim3 grid(static_cast<unsigned>(blocks_for(a.out, kProductWarps)), static_cast<unsigned>(g.max_tiles),
-                  a.w_z1 != nullptr ? 2u : 1u);
-  bool launched = false;
-  dispatch_type(a.type, [&](auto ops) {
-    using Ops = decltype(ops);
-    if constexpr (Ops::kLanes > 0) {  // quantized weights (float ones stage rows per CTA: product_float_rows)
-      be.launch("product_grouped_kernel", product_grouped_kernel<Ops>, grid, 32 * kProductWarps, 0, a, g);
-      launched = true;
-    }
-  });
-  return launched;
 }
 
 void enqueue_dequantize_rows(CudaBackend& be, TensorType type, const void* src, int64_t row_bytes, int64_t n,

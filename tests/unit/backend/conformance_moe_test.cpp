@@ -138,15 +138,14 @@ std::vector<MoeCase> moe_cases() {
     v.push_back({"uniform_" + tname(t), 3, 256, 256, 4, 2, t, t, t, true, t, 3.0f, 2.5f});
   v.push_back({"real_D4096_iq2xxs_q2k_sh_q8_0", 2, 4096, 256, 8, 6, TensorType::kIQ2_XXS, TensorType::kIQ2_XXS,
                TensorType::kQ2_K, true, TensorType::kQ8_0});
-  // Many pairs per expert (prefill chunks: a GPU groups the pairs by expert from 4 per expert on average):
-  // full and part tiles of 8 pairs, experts with few pairs, several quantized types.
-  v.push_back({"grouped_iq2xxs_q2k_n70", 70, 256, 256, 8, 6, TensorType::kIQ2_XXS, TensorType::kIQ2_XXS,
+  // Many pairs per expert (prefill chunks): several quantized types, experts with few pairs.
+  v.push_back({"many_pairs_iq2xxs_q2k_n70", 70, 256, 256, 8, 6, TensorType::kIQ2_XXS, TensorType::kIQ2_XXS,
                TensorType::kQ2_K, true, TensorType::kQ8_0});
-  v.push_back({"grouped_q4k_q8_0_n41", 41, 256, 512, 5, 3, TensorType::kQ4_K, TensorType::kQ4_K, TensorType::kQ8_0,
+  v.push_back({"many_pairs_q4k_q8_0_n41", 41, 256, 512, 5, 3, TensorType::kQ4_K, TensorType::kQ4_K, TensorType::kQ8_0,
                true, TensorType::kBF16, 3.0f, 4.0f});
-  v.push_back({"grouped_mxfp4_n33_E16", 33, 256, 256, 16, 2, TensorType::kMXFP4, TensorType::kQ8_0,
+  v.push_back({"many_pairs_mxfp4_n33_E16", 33, 256, 256, 16, 2, TensorType::kMXFP4, TensorType::kQ8_0,
                TensorType::kMXFP4, false});
-  v.push_back({"grouped_real_D4096_n24", 24, 4096, 256, 8, 6, TensorType::kIQ2_XXS, TensorType::kIQ2_XXS,
+  v.push_back({"many_pairs_real_D4096_n24", 24, 4096, 256, 8, 6, TensorType::kIQ2_XXS, TensorType::kIQ2_XXS,
                TensorType::kQ2_K, true, TensorType::kQ8_0});
   v.push_back({"many_tokens_n17", 17, 256, 256, 6, 4, TensorType::kQ8_0, TensorType::kQ8_0, TensorType::kQ4_K, true,
                TensorType::kBF16, 3.0f, 4.0f});
