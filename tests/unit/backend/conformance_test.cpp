@@ -307,51 +307,32 @@ std::vector<BatchCase> batch_cases() {
     c.y_width = col;
     v.push_back(c);
   }
-  for (TensorType t : {TensorType::kQ8_0, TensorType::kIQ2_XXS, TensorType::kF16}) {
-    // W_oa output groups: row views of one weight, x and y column slices (the forward pass's groups)
-    BatchCase c{"output_groups_" + tname(t), {4 * 256}, {3}, {}};
+  // W_oa's output groups (the forward pass's): 4 row views of one weight, x and y column slices.
+  const auto output_groups = [&v](const std::string& name, TensorType t, int64_t in, int64_t rows_per_group,
+                                  int64_t n) {
+    BatchCase c{name, {4 * in}, {n}, {}};
     c.shared_type = t;
-    c.shared_in = 256;
-    c.shared_out = 4 * 16;
-    for (int64_t g = 0; g < 4; ++g) c.jobs.push_back({t, 256, 16, 0, 3, g * 256, g * 16, -1, g * 16});
-    c.y_width = 64;
-    v.push_back(c);
-  }
-  for (TensorType t : {TensorType::kQ8_0, TensorType::kQ2_K}) {
-    // The same at decode (one row) with rows long enough that a GPU splits each over several warps
-    BatchCase c{"output_groups_decode_" + tname(t), {4 * 2048}, {1}, {}};
-    c.shared_type = t;
-    c.shared_in = 2048;
-    c.shared_out = 4 * 48;
-    for (int64_t g = 0; g < 4; ++g) c.jobs.push_back({t, 2048, 48, 0, 1, g * 2048, g * 48, -1, g * 48});
-    c.y_width = 4 * 48;
-    v.push_back(c);
-  }
-  {  // W_oa's groups at decode with many rows per group (a GPU streams the grouped product). 4 × 2301
-     // rows: more than any GPU's resident warps, so a warp takes several rows, and an odd group size
-     // puts group boundaries inside warps' ranges.
-    constexpr int64_t kRowsPerGroup = 2301;
-    BatchCase c{"output_groups_stream_q8_0", {4 * 1024}, {1}, {}};
-    c.shared_type = TensorType::kQ8_0;
-    c.shared_in = 1024;
-    c.shared_out = 4 * kRowsPerGroup;
+    c.shared_in = in;
+    c.shared_out = 4 * rows_per_group;
     for (int64_t g = 0; g < 4; ++g)
-      c.jobs.push_back({TensorType::kQ8_0, 1024, kRowsPerGroup, 0, 1, g * 1024, g * kRowsPerGroup, -1, g * kRowsPerGroup});
-    c.y_width = 4 * kRowsPerGroup;
+      c.jobs.push_back({t, in, rows_per_group, 0, n, g * in, g * rows_per_group, -1, g * rows_per_group});
+    c.y_width = 4 * rows_per_group;
     v.push_back(c);
-  }
-  for (int64_t group_rows : {64, 48}) {
-    // W_oa's groups in a prefill chunk (72 rows): 64 rows a group (a GPU's tensor-core form takes it) and 48
-    // (group boundaries inside its 64-row tiles: the general product)
-    BatchCase c{"output_groups_prefill_q8_0_" + std::to_string(group_rows), {4 * 512}, {72}, {}};
-    c.shared_type = TensorType::kQ8_0;
-    c.shared_in = 512;
-    c.shared_out = 4 * group_rows;
-    for (int64_t g = 0; g < 4; ++g)
-      c.jobs.push_back({TensorType::kQ8_0, 512, group_rows, 0, 72, g * 512, g * group_rows, -1, g * group_rows});
-    c.y_width = 4 * group_rows;
-    v.push_back(c);
-  }
+  };
+  for (TensorType t : {TensorType::kQ8_0, TensorType::kIQ2_XXS, TensorType::kF16})
+    output_groups("output_groups_" + tname(t), t, 256, 16, 3);
+  // The same at decode (one row) with rows long enough that a GPU splits each over several warps.
+  for (TensorType t : {TensorType::kQ8_0, TensorType::kQ2_K})
+    output_groups("output_groups_decode_" + tname(t), t, 2048, 48, 1);
+  // At decode with many rows per group (a GPU streams the grouped product): 4 × 2301 rows, more than any
+  // GPU's resident warps, so a warp takes several rows, and an odd group size puts group boundaries
+  // inside warps' ranges.
+  output_groups("output_groups_stream_q8_0", TensorType::kQ8_0, 1024, 2301, 1);
+  // In a prefill chunk (72 rows): 64 rows a group (a GPU's tensor-core form takes it) and 48 (group
+  // boundaries inside its 64-row tiles: the general product).
+  for (int64_t rows_per_group : {64, 48})
+    output_groups("output_groups_prefill_q8_0_" + std::to_string(rows_per_group), TensorType::kQ8_0, 512,
+                  rows_per_group, 72);
   {  // expert views of a 3-D weight, each its own token rows
     BatchCase c{"experts_q2_k", {256, 256, 256}, {1, 4, 2}, {}};
     c.shared_type = TensorType::kQ2_K;
