@@ -106,6 +106,27 @@ struct ProductArgs {
 };
 void enqueue_product(CudaBackend& be, const ProductArgs& a);
 
+// moe's routed pairs grouped by expert on the device (moe.cu group_pairs_kernel): order lists the pair
+// indices expert by expert; tile i < *n_tiles is `count` (≤ kGroupTile) entries of order from `first`,
+// all of expert `expert` (−1: ids outside [0, n_expert), whose rows are NaN). max_tiles bounds *n_tiles
+// (the grid is launched for it: the host never learns the routing).
+constexpr int kGroupTile = 32;
+struct PairTile {
+  int32_t expert = 0, first = 0, count = 0, pad = 0;
+};
+struct GroupedPairs {
+  const int32_t* order = nullptr;
+  const PairTile* tiles = nullptr;
+  const int32_t* n_tiles = nullptr;
+  int64_t max_tiles = 0;
+};
+// Whether the grouped tensor-core form (moe_mma.cu) takes routed weights of `type` with rows of `in`.
+bool grouped_product_supported(TensorType type, int64_t in);
+// The routed product `a` (ids set) over the grouped pairs, on the tensor cores: the same bits as
+// enqueue_product(a). Returns false (nothing launched) when it does not apply (type, row length,
+// alignment, more tiles than a grid holds).
+bool enqueue_grouped_product(CudaBackend& be, const ProductArgs& a, const GroupedPairs& g);
+
 // dst row r (n floats at dst + r·n) = row r of a device weight of `type` (rows row_bytes apart)
 // dequantized as the CPU's dequantize_row (quant_ref.h's block dequantizers; I32 converted to float);
 // one thread per weight block. For load_weight_f32 of quantized parameters.

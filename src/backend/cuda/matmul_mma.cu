@@ -7,15 +7,8 @@
 // order). The float part then runs per output element in the reference order: partial[l] is the chain
 // +0 + v_l + v_{l+32} + … (ascending), and the result Partials32::reduce's tree over the 32 partials.
 //
-// The order of the blocks. Holding 32 partials per output would cost 32 registers per element, so the
-// blocks are visited leaf by leaf in the tree's post-order instead: leaf m = 0 … 31 is partial
-// l = bitreverse5(m) (0, 16, 8, 24, 4, …: siblings p[i], p[i + s] next to each other), its chain of
-// blocks l, l + 32, … in ascending order. After leaf m the finished subtrees merge like a binary
-// counter: with c = the trailing ones of m, v = chain; v = S[k] + v for k < c (S[k], the earlier and
-// so left subtree of 2^k leaves); S[c] = v. At m = 31 (c = 5) v is the tree's root, p[0] after
-// reduce(). So an element holds its chain and at most five finished subtrees. Leaves past the row's
-// blocks (nb < 32) are chains of no blocks, +0, as the reference's untouched partials (adding +0 keeps
-// every value: no partial or sum of partials is −0, since chains start at +0).
+// The order of the blocks: the reference tree's post-order, leaf by leaf (mma_fold.cuh), so an element
+// holds its chain and at most five finished subtrees instead of 32 partials.
 //
 // Layout. A CTA of 4 warps computes 64 weight rows × 32 activation rows: warp w rows 16w … 16w + 15, all
 // 32 activation rows as 4 n8 tiles, so a thread holds 16 elements (rows g, g + 8 of its warp's 16 with
@@ -29,6 +22,7 @@
 
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/matmul_types.cuh"
+#include "backend/cuda/mma_fold.cuh"
 #include "numerics/blocks.h"
 #include "numerics/half.h"
 
@@ -79,14 +73,6 @@ struct MmaArgs {
   int64_t y_stride = 0;
 };
 
-__device__ __forceinline__ int bitreverse5(int m) { return static_cast<int>(__brev(static_cast<unsigned>(m)) >> 27); }
-
-// isum as a float, exactly, without the quarter-rate I2F: |isum| ≤ 32·128·127 < 2^22, so the bits of
-// 1.5·2^23 plus isum are the float 1.5·2^23 + isum, and the subtraction is exact.
-__device__ __forceinline__ float exact_i2f(int32_t isum) {
-  return __int_as_float(0x4B400000 + isum) - 12582912.0f;
-}
-
 // Quant word k (bytes 4k … 4k + 3 of qs) of the Q8_0 block at blk (2-byte aligned).
 __device__ __forceinline__ uint32_t q8_0_word(const uint8_t* blk, int k) {
   const uint8_t* p = blk + 2 + 4 * k;
@@ -96,54 +82,6 @@ __device__ __forceinline__ uint32_t q8_0_word(const uint8_t* blk, int k) {
   const uint32_t hi = k < 7 ? __ldg(reinterpret_cast<const uint32_t*>(p + 2))
                             : static_cast<uint32_t>(__ldg(reinterpret_cast<const uint16_t*>(p + 2)));
   return __funnelshift_r(lo, hi, 16);
-}
-
-__device__ __forceinline__ void mma_s8(int32_t (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %11, %12, %13};"
-      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
-}
-
-// The binary counter's merge after a leaf whose index has C trailing ones (see the banner).
-template <int C>
-__device__ __forceinline__ void merge_leaf(float (&S)[kLevels][kElems], float (&chain)[kElems]) {
-#pragma unroll
-  for (int e = 0; e < kElems; ++e) {
-    float v = chain[e];
-#pragma unroll
-    for (int k = 0; k < C; ++k) v = S[k][e] + v;
-    if constexpr (C < kLevels) {
-      S[C][e] = v;
-      chain[e] = 0.0f;
-    } else {
-      chain[e] = v;  // the root: the element's value
-    }
-  }
-}
-
-__device__ __forceinline__ void end_leaf(int m, float (&S)[kLevels][kElems], float (&chain)[kElems]) {
-  switch (__ffs(~m) - 1) {  // m is the same in the whole CTA
-    case 0: merge_leaf<0>(S, chain); break;
-    case 1: merge_leaf<1>(S, chain); break;
-    case 2: merge_leaf<2>(S, chain); break;
-    case 3: merge_leaf<3>(S, chain); break;
-    case 4: merge_leaf<4>(S, chain); break;
-    default: merge_leaf<5>(S, chain); break;
-  }
-}
-
-// The next block after block b of leaf m in the visiting order (skipping leaves without blocks):
-// false after the last.
-__device__ __forceinline__ bool next_block(int& m, int64_t& b, int64_t nb) {
-  b += 32;
-  while (b >= nb) {
-    if (++m == 32) return false;
-    b = bitreverse5(m);
-  }
-  return true;
 }
 
 __global__ void __launch_bounds__(kMmaThreads, 2) product_mma_q8_0_kernel(MmaArgs a) {
@@ -226,7 +164,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) product_mma_q8_0_kernel(MmaArg
     for (;;) {
       int next_m = m;
       int64_t next_b = b;
-      const bool more = next_block(next_m, next_b, a.nb);
+      const bool more = next_block<kLevels>(next_m, next_b, a.nb);
       if (more) load(next_b, regs);
 
       const MmaStage& s = stage[buf];
@@ -247,7 +185,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) product_mma_q8_0_kernel(MmaArg
       }
       // The leaves that end here: m, and those without blocks before the next block's leaf.
       const int end_m = more ? next_m : 32;
-      for (int mm = m; mm < end_m; ++mm) end_leaf(mm, S, chain);
+      for (int mm = m; mm < end_m; ++mm) end_leaf<kLevels, kElems>(mm, S, chain);
 
       if (more) store(regs, stage[buf ^ 1]);
       __syncthreads();

@@ -10,11 +10,11 @@
 //        launch for all of them);
 //     2. G/U [n·K][I]: gate/up rows of expert ids[t][k] against x[t] (the CPU's per-expert batches give
 //        the same bits: a product element depends only on its weight row and activation row); the
-//        shared expert's Gs/Us per token. (Prefill's pairs sorted by expert on the device and run as
-//        tiles of 8 pairs through the general product — each expert row read once per tile — measured
-//        1.86× slower than pair by pair on an H100, 2026-12-07: that product decodes each IQ2_XXS block
-//        again for every pair of the tile, and the routed form is the tuned one. Grouping pays with a
-//        kernel that decodes a block once for the tile: the tensor-core form, matmul_mma.cu's order.)
+//        shared expert's Gs/Us per token. Prefill (on average ≥ 4 pairs per expert): the pairs sorted by
+//        expert on the device (group_pairs_kernel) and IQ2_XXS / Q2_K experts run as tiles of ≤ 32 pairs
+//        of one expert on the tensor cores (moe_mma.cu: each weight block decoded once per tile). (The
+//        same tiles of 8 through the general product, which decodes a block again per pair, measured
+//        1.86× slower than pair by pair on an H100, 2026-12-07.)
 //     3. H = swiglu_clamp(G, U, limit_exp) per pair and Hs = swiglu_clamp(Gs, Us, limit_sh) quantized to the
 //        downs' formats in one kernel (the quantizer reads swiglu_clamp of the two floats: the bits of
 //        storing H and quantizing it);
@@ -236,6 +236,118 @@ __global__ void swiglu_kernel(const float* g, const float* u, int64_t count, flo
   if (i < count) h[i] = det::swiglu_clamp(g[i], u[i], limit);
 }
 
+// --- pairs grouped by expert (prefill: many pairs per expert) ----------------------------------------------
+//
+// One CTA sorts moe's n·K pairs by expert, stably (pair index ascending within an expert; deterministic,
+// though the products' bits would not depend on it: each element is one pair's), into GroupedPairs
+// (matmul.cuh): bucket b < E holds expert b's pairs, bucket E the pairs whose id is outside [0, E).
+//   1. counts per bucket (shared-memory integer atomics: order-free); starts and tile bases by two
+//      block scans;
+//   2. the pairs in chunks of one per thread: a warp's pairs of one bucket find each other with
+//      __match_any_sync (rank = the lower lanes among them); per bucket, the warps' counts are turned
+//      into offsets in warp order by one thread, after the chunks before it;
+//   3. bucket b's tiles: ⌈count / kGroupTile⌉ runs of its entries.
+constexpr int kGroupThreads = 1024;
+constexpr int kGroupWarps = kGroupThreads / 32;
+constexpr int64_t kGroupMaxBuckets = 320;  // shared memory (kGroupWarps + 3) · buckets ints < 48 KiB
+
+struct GroupK {
+  const int32_t* ids;
+  int64_t ids_stride, n, K, E;
+  int32_t* order;
+  PairTile* tiles;
+  int32_t* n_tiles;
+};
+
+// Exclusive prefix sums of v[0 … count) in place (count ≤ 2 · kGroupThreads); returns the total to every
+// thread. `warp_sums` holds kGroupWarps + 1 ints.
+__device__ int32_t block_exclusive_scan(int32_t* v, int count, int32_t* warp_sums) {
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int i0 = 2 * tid;
+  const int32_t a = i0 < count ? v[i0] : 0, b = i0 + 1 < count ? v[i0 + 1] : 0;
+  int32_t incl = a + b;
+  for (int s = 1; s < 32; s <<= 1) {
+    const int32_t up = __shfl_up_sync(0xffffffffu, incl, s);
+    if (lane >= s) incl += up;
+  }
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int32_t w = warp_sums[lane], wincl = w;
+    for (int s = 1; s < 32; s <<= 1) {
+      const int32_t up = __shfl_up_sync(0xffffffffu, wincl, s);
+      if (lane >= s) wincl += up;
+    }
+    warp_sums[lane] = wincl - w;  // exclusive
+    if (lane == 31) warp_sums[kGroupWarps] = wincl;
+  }
+  __syncthreads();
+  const int32_t excl = warp_sums[warp] + incl - (a + b);
+  if (i0 < count) v[i0] = excl;
+  if (i0 + 1 < count) v[i0 + 1] = excl + a;
+  __syncthreads();
+  return warp_sums[kGroupWarps];
+}
+
+__global__ void __launch_bounds__(kGroupThreads) group_pairs_kernel(GroupK g) {
+  __shared__ int32_t warp_sums[kGroupWarps + 1];
+  extern __shared__ int32_t group_smem[];
+  wait_for_producer();
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int B = static_cast<int>(g.E) + 1;
+  int32_t* start = group_smem;       // [B]: bucket starts in order
+  int32_t* tbase = start + B;        // [B]: first tile of each bucket
+  int32_t* cursor = tbase + B;       // [B]: entries placed so far
+  int32_t* wc = cursor + B;          // [kGroupWarps][B]: a chunk's per-warp counts, then offsets
+  const int64_t nk = g.n * g.K;
+  const auto bucket = [&](int64_t p) {
+    const int32_t e = g.ids[(p / g.K) * g.ids_stride + p % g.K];
+    return e >= 0 && e < g.E ? e : static_cast<int32_t>(g.E);
+  };
+  for (int i = tid; i < B; i += kGroupThreads) start[i] = 0, cursor[i] = 0;
+  __syncthreads();
+  for (int64_t p = tid; p < nk; p += kGroupThreads) atomicAdd(&start[bucket(p)], 1);
+  __syncthreads();
+  for (int i = tid; i < B; i += kGroupThreads) tbase[i] = (start[i] + kGroupTile - 1) / kGroupTile;
+  __syncthreads();
+  block_exclusive_scan(start, B, warp_sums);
+  const int32_t n_tiles = block_exclusive_scan(tbase, B, warp_sums);
+
+  const unsigned below = (1u << lane) - 1u;
+  for (int64_t p0 = 0; p0 < nk; p0 += kGroupThreads) {
+    for (int i = tid; i < kGroupWarps * B; i += kGroupThreads) wc[i] = 0;
+    __syncthreads();
+    const int64_t p = p0 + tid;
+    const int32_t b = p < nk ? bucket(p) : -1;
+    const unsigned same = __match_any_sync(0xffffffffu, b);
+    if (b >= 0 && (same & below) == 0) wc[warp * B + b] = __popc(same);  // the bucket's lowest lane
+    __syncthreads();
+    for (int i = tid; i < B; i += kGroupThreads) {
+      int32_t at = cursor[i];
+      for (int w = 0; w < kGroupWarps; ++w) {
+        const int32_t c = wc[w * B + i];
+        wc[w * B + i] = at;
+        at += c;
+      }
+      cursor[i] = at;
+    }
+    __syncthreads();
+    if (b >= 0) g.order[start[b] + wc[warp * B + b] + __popc(same & below)] = static_cast<int32_t>(p);
+    __syncthreads();
+  }
+  for (int i = tid; i < B; i += kGroupThreads) {
+    const int32_t count = cursor[i];
+    for (int32_t k = 0; k * kGroupTile < count; ++k) {
+      PairTile t;
+      t.expert = i < g.E ? i : -1;
+      t.first = start[i] + k * kGroupTile;
+      t.count = count - k * kGroupTile < kGroupTile ? count - k * kGroupTile : kGroupTile;
+      g.tiles[tbase[i] + k] = t;
+    }
+  }
+  if (tid == 0) *g.n_tiles = n_tiles;
+}
+
 struct CombineK {
   const float* y;   // [n·K][D]
   const float* ys;  // [n][D] or null
@@ -394,7 +506,15 @@ void CudaBackend::moe_then(const backend::MoeArgs& m, const HcPostTail* tail) {
   const int64_t f4 = static_cast<int64_t>(sizeof(float));
   const int64_t g_bytes = align256(nks * I * f4), y_bytes = align256(nks * D * f4);
   const int64_t gs_bytes = align256(ns * Is * f4), ys_bytes = shared ? align256(ns * D * f4) : 0;
-  const int64_t moe_bytes = 2 * g_bytes + y_bytes + 2 * gs_bytes + ys_bytes;
+  // The pairs grouped by expert (prefill: on average 4 or more pairs per expert, experts of a type the
+  // tensor-core form takes): order [nks] ints, the tiles, their count.
+  const bool grouped = forms().grouped_experts && nk >= 4 * E && E + 1 <= kGroupMaxBuckets &&
+                       (grouped_product_supported(m.gate_exps.type, D) || grouped_product_supported(m.up_exps.type, D) ||
+                        grouped_product_supported(m.down_exps.type, I));
+  const int64_t max_tiles = (nks + kGroupTile - 1) / kGroupTile + E + 1;
+  const int64_t order_bytes = grouped ? align256(nks * 4) : 0,
+                tiles_bytes = grouped ? align256(max_tiles * static_cast<int64_t>(sizeof(PairTile))) + 256 : 0;
+  const int64_t moe_bytes = 2 * g_bytes + y_bytes + 2 * gs_bytes + ys_bytes + order_bytes + tiles_bytes;
   const ActFormat fg = act_format(m.gate_exps.type), fu = act_format(m.up_exps.type),
                   fd = act_format(m.down_exps.type);
   const ActFormat fgs = shared ? act_format(m.gate_sh.type) : ActFormat::kF32,
@@ -432,6 +552,15 @@ void CudaBackend::moe_then(const backend::MoeArgs& m, const HcPostTail* tail) {
   float* Gs = reinterpret_cast<float*>(fs + 2 * g_bytes + y_bytes);
   float* Us = reinterpret_cast<float*>(fs + 2 * g_bytes + y_bytes + gs_bytes);
   float* Ys = shared ? reinterpret_cast<float*>(fs + 2 * g_bytes + y_bytes + 2 * gs_bytes) : nullptr;
+  GroupedPairs pairs;
+  if (grouped) {
+    uint8_t* gb = fs + 2 * g_bytes + y_bytes + 2 * gs_bytes + ys_bytes;
+    GroupK k{ids, ids_stride, n, K, E, reinterpret_cast<int32_t*>(gb), reinterpret_cast<PairTile*>(gb + order_bytes),
+             reinterpret_cast<int32_t*>(gb + order_bytes + tiles_bytes - 256)};
+    pairs = GroupedPairs{k.order, k.tiles, k.n_tiles, max_tiles};
+    const int64_t smem = (kGroupWarps + 3) * (E + 1) * static_cast<int64_t>(sizeof(int32_t));
+    launch("group_pairs_kernel", group_pairs_kernel, 1u, kGroupThreads, static_cast<size_t>(smem), k);
+  }
 
   // 1. x quantized once per token and format that a product needs (all of them in one launch).
   // A format x's producer quantized already (a twin: cuda_backend.cuh) is not quantized again.
@@ -467,6 +596,17 @@ void CudaBackend::moe_then(const backend::MoeArgs& m, const HcPostTail* tail) {
   auto submit_x = [&](ProductArgs a, ActFormat f) {
     x_act(f, &a.act, &a.act_stride);
     enqueue_product(*this, a);
+  };
+  // A routed product: over the grouped pairs when they are, else pair by pair.
+  auto submit_routed = [&](ProductArgs a, const void* act, int64_t act_stride) {
+    a.act = act;
+    a.act_stride = act_stride;
+    if (grouped && enqueue_grouped_product(*this, a, pairs)) return;
+    enqueue_product(*this, a);
+  };
+  auto submit_routed_x = [&](ProductArgs a, ActFormat f) {
+    x_act(f, &a.act, &a.act_stride);
+    submit_routed(a, a.act, a.act_stride);
   };
 
   // A routed product over the n·K pairs: weight rows of expert ids[t][k] (activation row pair / act_div).
@@ -529,10 +669,10 @@ void CudaBackend::moe_then(const backend::MoeArgs& m, const HcPostTail* tail) {
   }
   if (nk > 0) {
     if (pair_ok(m.gate_exps, m.up_exps)) {  // gate and up in one launch
-      submit_x(routed(m.gate_exps, D, I, K, G, &m.up_exps, U), fg);
+      submit_routed_x(routed(m.gate_exps, D, I, K, G, &m.up_exps, U), fg);
     } else {
-      submit_x(routed(m.gate_exps, D, I, K, G), fg);
-      submit_x(routed(m.up_exps, D, I, K, U), fu);
+      submit_routed_x(routed(m.gate_exps, D, I, K, G), fg);
+      submit_routed_x(routed(m.up_exps, D, I, K, U), fu);
     }
   }
 
@@ -562,7 +702,7 @@ void CudaBackend::moe_then(const backend::MoeArgs& m, const HcPostTail* tail) {
   enqueue_act_quant_jobs(*this, std::span<const ActQuantJob>(h_jobs, static_cast<size_t>(n_hj)));
 
   // 4-5. down per pair and for the shared expert.
-  if (nk > 0) submit(routed(m.down_exps, I, D, 1, Y), h_act, h_stride);
+  if (nk > 0) submit_routed(routed(m.down_exps, I, D, 1, Y), h_act, h_stride);
   if (shared) submit(dense(m.down_sh, Is, D, Ys), hs_act, hs_stride);
   // 6. combine.
   CombineK c;

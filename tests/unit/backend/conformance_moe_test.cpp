@@ -147,6 +147,20 @@ std::vector<MoeCase> moe_cases() {
                TensorType::kMXFP4, false});
   v.push_back({"many_pairs_real_D4096_n24", 24, 4096, 256, 8, 6, TensorType::kIQ2_XXS, TensorType::kIQ2_XXS,
                TensorType::kQ2_K, true, TensorType::kQ8_0});
+  // Tiles of up to 32 pairs of one expert (a GPU's grouped tensor-core form): experts with more than one
+  // tile and a partial last one; rows of 4 / 3 super-blocks (trees of 8 leaves); IQ2_XXS rows of an odd
+  // number of blocks (not grouped: pair by pair) beside a grouped Q2_K down; rows of 34 super-blocks (chains
+  // of two blocks in the 32-leaf tree) for each type; Q2_K down rows not a multiple of 64.
+  v.push_back({"grouped_iq2xxs_q2k_n70_tiles", 70, 1024, 768, 4, 4, TensorType::kIQ2_XXS, TensorType::kIQ2_XXS,
+               TensorType::kQ2_K, true, TensorType::kQ8_0});
+  v.push_back({"grouped_q2k_down_iq2xxs_odd_blocks", 100, 768, 512, 4, 4, TensorType::kIQ2_XXS,
+               TensorType::kIQ2_XXS, TensorType::kQ2_K, false});
+  v.push_back({"grouped_iq2xxs_chains_D8704", 20, 8704, 256, 4, 2, TensorType::kIQ2_XXS, TensorType::kIQ2_XXS,
+               TensorType::kQ2_K, false});
+  v.push_back({"grouped_q2k_chains_I8704", 20, 512, 8704, 4, 2, TensorType::kIQ2_XXS, TensorType::kIQ2_XXS,
+               TensorType::kQ2_K, false});
+  v.push_back({"grouped_q2k_down_D800", 40, 800, 512, 4, 3, TensorType::kQ8_0, TensorType::kQ8_0, TensorType::kQ2_K,
+               true, TensorType::kQ8_0});
   v.push_back({"many_tokens_n17", 17, 256, 256, 6, 4, TensorType::kQ8_0, TensorType::kQ8_0, TensorType::kQ4_K, true,
                TensorType::kBF16, 3.0f, 4.0f});
   v.push_back({"decode_n1_no_shared", 1, 256, 256, 5, 3, TensorType::kMXFP4, TensorType::kMXFP4, TensorType::kQ8_0,
