@@ -12,17 +12,18 @@
 //
 // Layout. A CTA of 4 warps computes 64 weight rows × 32 activation rows: warp w rows 16w … 16w + 15, all
 // 32 activation rows as 4 n8 tiles, so a thread holds 16 elements (rows g, g + 8 of its warp's 16 with
-// g = lane / 4; activation rows 2·(lane % 4) and + 1 of each tile). Per block, the CTA's 64 weight
-// blocks (34 bytes, only 2-byte aligned: a misaligned word is two aligned loads and a funnel shift) and
-// 32 activation blocks are loaded into registers one block ahead, stored to the other of two shared
-// stages (rows 12 words apart: the fragment reads of 8 rows × 4 words hit 32 distinct banks), and
-// every warp reads its fragments there. The activation row of element (o, r) is the general product's
+// g = lane / 4; activation rows 2·(lane % 4) and + 1 of each tile). The CTA's 64 weight blocks (34 bytes,
+// 2-byte aligned: copied as the 9 aligned words that cover each, read with a funnel shift) and 32
+// activation blocks go to shared memory by 4-byte cp.async, four stages deep in the visiting order (the
+// loads of three blocks in flight while one is computed; rows 12 words apart: the fragment reads of 8
+// rows × 4 words hit 32 distinct banks). The activation row of element (o, r) is the general product's
 // (ProductArgs: act_div, act_group_rows — a group boundary only at a multiple of 64 rows).
 #include <cstdint>
 
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/matmul_types.cuh"
 #include "backend/cuda/mma_fold.cuh"
+#include "backend/cuda/preload.cuh"
 #include "numerics/blocks.h"
 #include "numerics/half.h"
 
@@ -47,18 +48,16 @@ constexpr int64_t kMaxGridY = 65535;
 // CTAs, half of each tile unused), 64-token chunks 1.17×, 512 1.42×.
 constexpr int64_t kMmaMinRows = 64;
 
-struct MmaStage {
-  uint32_t wq[kMmaRows][kPitch];  // weight block quants, 8 words per row
-  float wd[kMmaRows];             // f16_to_f32(w.d)
-  uint32_t aq[kMmaCols][kPitch];  // activation block quants
-  float ad[kMmaCols];             // a.d
-};
+// A block's 34 bytes as the 9 aligned words that cover them (rows start 4-byte aligned, so block b
+// starts 2·b mod 4 bytes into its first word; an even block's cover takes 2 bytes of the next block or of
+// the row's padding, never past the row).
+constexpr int kCoverWords = 9;
+constexpr int kStages = 4;  // blocks in flight: the loads of 3 blocks overlap the compute of one
 
-// One block's worth of loads held in registers between the global reads and the shared store.
-struct MmaLoads {
-  uint32_t wq[kMmaRows * 8 / kMmaThreads];
-  uint32_t aq[kMmaCols * 8 / kMmaThreads];
-  float d = 0.0f;  // thread i < 64: row i's weight scale; 64 ≤ i < 96: activation row i − 64's scale
+struct MmaStage {
+  uint32_t wq[kMmaRows][kPitch];  // weight block covers (9 words)
+  uint32_t aq[kMmaCols][kPitch];  // activation block quants (8 words)
+  float ad[kMmaCols];             // a.d
 };
 
 struct MmaArgs {
@@ -73,19 +72,8 @@ struct MmaArgs {
   int64_t y_stride = 0;
 };
 
-// Quant word k (bytes 4k … 4k + 3 of qs) of the Q8_0 block at blk (2-byte aligned).
-__device__ __forceinline__ uint32_t q8_0_word(const uint8_t* blk, int k) {
-  const uint8_t* p = blk + 2 + 4 * k;
-  if ((reinterpret_cast<uintptr_t>(p) & 3) == 0) return __ldg(reinterpret_cast<const uint32_t*>(p));
-  const uint32_t lo = __ldg(reinterpret_cast<const uint32_t*>(p - 2));
-  // The last word's upper half is the block's last two bytes: no read past it.
-  const uint32_t hi = k < 7 ? __ldg(reinterpret_cast<const uint32_t*>(p + 2))
-                            : static_cast<uint32_t>(__ldg(reinterpret_cast<const uint16_t*>(p + 2)));
-  return __funnelshift_r(lo, hi, 16);
-}
-
 __global__ void __launch_bounds__(kMmaThreads, 2) product_mma_q8_0_kernel(MmaArgs a) {
-  __shared__ __align__(16) MmaStage stage[2];
+  __shared__ __align__(16) MmaStage stage[kStages];
   wait_for_producer();
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
@@ -94,56 +82,31 @@ __global__ void __launch_bounds__(kMmaThreads, 2) product_mma_q8_0_kernel(MmaArg
   float* y = blockIdx.z == 0 ? a.y : a.y_z1;
   const int64_t group = a.act_group_rows > 0 ? (o0 / a.act_group_rows) * a.act_group_bytes : 0;
   const int64_t last_row = a.out - 1;
+  // This thread's copies: weight row tid / 2 (words 0-4 or 5-8 of each cover), activation row tid / 4
+  // (words 3q … 3q + 2 of the block's 9: d and the quants; q = tid % 4 < 3).
+  const int w_row = tid >> 1, w_half = tid & 1, a_row = tid >> 2, a_q = tid & 3;
+  const uint8_t* w_src = w + (o0 + w_row < last_row ? o0 + w_row : last_row) * a.w_row_bytes;
 
   for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kMmaCols; r0 < a.rows;
        r0 += static_cast<int64_t>(gridDim.y) * kMmaCols) {
-    // This thread's load items: weight rows tid/8 + 16k (word tid % 8), activation rows likewise.
-    const int item_row = tid >> 3, item_word = tid & 7;
-    const uint8_t* w_rows[kMmaRows * 8 / kMmaThreads];
+    const int64_t r_ld = r0 + a_row < a.rows ? r0 + a_row : a.rows - 1;
+    const uint8_t* a_src = a.act + group + (r_ld / a.act_div) * a.act_stride;
+    const auto issue = [&](int64_t b, MmaStage& s) {
+      const uint8_t* ws = w_src + ((b * static_cast<int64_t>(sizeof(BlockQ8_0))) & ~int64_t{3});
 #pragma unroll
-    for (int k = 0; k < kMmaRows * 8 / kMmaThreads; ++k) {
-      const int64_t o = o0 + item_row + 16 * k;
-      w_rows[k] = w + (o < last_row ? o : last_row) * a.w_row_bytes;
-    }
-    const uint8_t* a_rows[kMmaCols * 8 / kMmaThreads];
-#pragma unroll
-    for (int k = 0; k < kMmaCols * 8 / kMmaThreads; ++k) {
-      const int64_t r = r0 + item_row + 16 * k;
-      a_rows[k] = a.act + group + ((r < a.rows ? r : a.rows - 1) / a.act_div) * a.act_stride;
-    }
-    const uint8_t* d_row = nullptr;  // the row whose scale this thread loads
-    bool d_weight = false;
-    if (tid < kMmaRows) {
-      const int64_t o = o0 + tid;
-      d_row = w + (o < last_row ? o : last_row) * a.w_row_bytes;
-      d_weight = true;
-    } else if (tid < kMmaRows + kMmaCols) {
-      const int64_t r = r0 + tid - kMmaRows;
-      d_row = a.act + group + ((r < a.rows ? r : a.rows - 1) / a.act_div) * a.act_stride;
-    }
-
-    const auto load = [&](int64_t b, MmaLoads& l) {
-#pragma unroll
-      for (int k = 0; k < kMmaRows * 8 / kMmaThreads; ++k)
-        l.wq[k] = q8_0_word(w_rows[k] + b * static_cast<int64_t>(sizeof(BlockQ8_0)), item_word);
-#pragma unroll
-      for (int k = 0; k < kMmaCols * 8 / kMmaThreads; ++k)
-        l.aq[k] = __ldg(reinterpret_cast<const uint32_t*>(a_rows[k] + b * static_cast<int64_t>(sizeof(BlockQ8_0Act)) +
-                                                          4 + 4 * item_word));
-      if (d_row != nullptr) {
-        l.d = d_weight ? f16_to_f32(__ldg(reinterpret_cast<const uint16_t*>(d_row + b * static_cast<int64_t>(sizeof(BlockQ8_0)))))
-                       : __ldg(reinterpret_cast<const float*>(d_row + b * static_cast<int64_t>(sizeof(BlockQ8_0Act))));
+      for (int i = 0; i < 5; ++i) {
+        const int k = 5 * w_half + i;
+        if (k < kCoverWords) preload::cp_async4(&s.wq[w_row][k], ws + 4 * k);
       }
-    };
-    const auto store = [&](const MmaLoads& l, MmaStage& s) {
+      if (a_q < 3) {
+        const uint8_t* as = a_src + b * static_cast<int64_t>(sizeof(BlockQ8_0Act));
 #pragma unroll
-      for (int k = 0; k < kMmaRows * 8 / kMmaThreads; ++k) s.wq[item_row + 16 * k][item_word] = l.wq[k];
-#pragma unroll
-      for (int k = 0; k < kMmaCols * 8 / kMmaThreads; ++k) s.aq[item_row + 16 * k][item_word] = l.aq[k];
-      if (tid < kMmaRows)
-        s.wd[tid] = l.d;
-      else if (tid < kMmaRows + kMmaCols)
-        s.ad[tid - kMmaRows] = l.d;
+        for (int i = 0; i < 3; ++i) {
+          const int k = 3 * a_q + i;
+          preload::cp_async4(k == 0 ? static_cast<void*>(&s.ad[a_row]) : static_cast<void*>(&s.aq[a_row][k - 1]),
+                             as + 4 * k);
+        }
+      }
     };
 
     float chain[kElems], S[kLevels][kElems];
@@ -154,24 +117,39 @@ __global__ void __launch_bounds__(kMmaThreads, 2) product_mma_q8_0_kernel(MmaArg
       for (int k = 0; k < kLevels; ++k) S[k][e] = 0.0f;
     }
 
-    int m = 0;
-    int64_t b = 0;  // leaf 0's first block (every row has one)
-    MmaLoads regs;
-    load(b, regs);
-    store(regs, stage[0]);
-    __syncthreads();
-    int buf = 0;
+    // The loader runs kStages − 1 blocks ahead of the compute, in the visiting order.
+    __syncthreads();  // the previous row tile's last stages are read before they are refilled
+    int ld_m = 0;
+    int64_t ld_b = 0;  // leaf 0's first block (every row has one)
+    bool ld_more = true;
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) {
+      if (ld_more) {
+        if (i > 0) ld_more = next_block<kLevels>(ld_m, ld_b, a.nb);
+        if (ld_more) issue(ld_b, stage[i]);
+      }
+      preload::cp_async_commit();
+    }
+    int m = 0, buf = 0;
+    int64_t b = 0;
     for (;;) {
-      int next_m = m;
-      int64_t next_b = b;
-      const bool more = next_block<kLevels>(next_m, next_b, a.nb);
-      if (more) load(next_b, regs);
+      preload::cp_async_wait_group<kStages - 2>();  // this thread's copies of block b have landed
+      __syncthreads();                              // everyone's; the stage refilled next is read
+      if (ld_more) {
+        ld_more = next_block<kLevels>(ld_m, ld_b, a.nb);
+        if (ld_more) issue(ld_b, stage[(buf + kStages - 1) % kStages]);
+      }
+      preload::cp_async_commit();
 
       const MmaStage& s = stage[buf];
       const int wr = 16 * warp;
-      const uint32_t a0 = s.wq[wr + g][t4], a1 = s.wq[wr + g + 8][t4], a2 = s.wq[wr + g][4 + t4],
-                     a3 = s.wq[wr + g + 8][4 + t4];
-      const float wd0 = s.wd[wr + g], wd1 = s.wd[wr + g + 8];
+      const uint32_t* W0 = s.wq[wr + g];
+      const uint32_t* W1 = s.wq[wr + g + 8];
+      // Quant word j of the block is the cover's bytes 2 + 4j (even b) or 4 + 4j (odd b).
+      const unsigned sh = (b & 1) != 0 ? 32u : 16u, dsh = (b & 1) != 0 ? 16u : 0u;
+      const uint32_t a0 = __funnelshift_rc(W0[t4], W0[t4 + 1], sh), a2 = __funnelshift_rc(W0[t4 + 4], W0[t4 + 5], sh);
+      const uint32_t a1 = __funnelshift_rc(W1[t4], W1[t4 + 1], sh), a3 = __funnelshift_rc(W1[t4 + 4], W1[t4 + 5], sh);
+      const float wd0 = f16_to_f32(static_cast<uint16_t>(W0[0] >> dsh)), wd1 = f16_to_f32(static_cast<uint16_t>(W1[0] >> dsh));
 #pragma unroll
       for (int n = 0; n < kMmaTiles; ++n) {
         int32_t c[4];
@@ -183,17 +161,18 @@ __global__ void __launch_bounds__(kMmaThreads, 2) product_mma_q8_0_kernel(MmaArg
         chain[4 * n + 2] = chain[4 * n + 2] + (wd1 * ad0) * exact_i2f(c[2]);
         chain[4 * n + 3] = chain[4 * n + 3] + (wd1 * ad1) * exact_i2f(c[3]);
       }
+      int next_m = m;
+      int64_t next_b = b;
+      const bool more = next_block<kLevels>(next_m, next_b, a.nb);
       // The leaves that end here: m, and those without blocks before the next block's leaf.
       const int end_m = more ? next_m : 32;
       for (int mm = m; mm < end_m; ++mm) end_leaf<kLevels, kElems>(mm, S, chain);
-
-      if (more) store(regs, stage[buf ^ 1]);
-      __syncthreads();
       if (!more) break;
       m = next_m;
       b = next_b;
-      buf ^= 1;
+      buf = (buf + 1) % kStages;
     }
+    preload::cp_async_wait_all();
 
 #pragma unroll
     for (int n = 0; n < kMmaTiles; ++n) {
@@ -216,7 +195,7 @@ bool enqueue_mma_product(CudaBackend& be, const ProductArgs& p) {
       p.rows < kMmaMinRows || p.in % 32 != 0 || p.in <= 0)
     return false;
   const auto aligned = [](const void* ptr, uintptr_t n) { return reinterpret_cast<uintptr_t>(ptr) % n == 0; };
-  if (!aligned(p.w, 2) || p.w_row_bytes % 2 != 0 || (p.w_z1 != nullptr && !aligned(p.w_z1, 2)) || !aligned(p.act, 4) ||
+  if (!aligned(p.w, 4) || p.w_row_bytes % 4 != 0 || (p.w_z1 != nullptr && !aligned(p.w_z1, 4)) || !aligned(p.act, 4) ||
       p.act_stride % 4 != 0 || p.act_group_bytes % 4 != 0 || (p.act_group_rows > 0 && p.act_group_rows % kMmaRows != 0) ||
       p.act_div <= 0)
     return false;

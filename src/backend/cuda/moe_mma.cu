@@ -68,11 +68,6 @@ struct XType<TensorType::kQ2_K> {
   static constexpr int kBlockBytes = sizeof(BlockQ2_K), kWords = 21;
 };
 
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(gmem) : "memory");
-}
-
 // Byte masks of sign bits 0 … 3 of s: 0xff where the bit is set.
 __device__ __forceinline__ uint32_t sign_mask4(uint32_t s) { return (((s & 0xFu) * 0x00204081u) & 0x01010101u) * 0xFFu; }
 
@@ -215,13 +210,13 @@ __global__ void __launch_bounds__(kXThreads, 2) routed_mma_kernel(ProductArgs a,
 #pragma unroll
     for (int i = 0; i < kWHalf; ++i) {
       const int k = w_half * kWHalf + i;
-      if (k < kW) cp_async4(&s.w[w_row][k], ws + 4 * k);
+      if (k < kW) preload::cp_async4(&s.w[w_row][k], ws + 4 * k);
     }
     const uint8_t* as = a_src + b * static_cast<int64_t>(sizeof(BlockQ8_K));
 #pragma unroll
     for (int i = 0; i < kActWordsPerThread; ++i) {
       const int k = a_quarter * kActWordsPerThread + i;
-      if (k < kActWords) cp_async4(k == 0 ? static_cast<void*>(&s.ad[a_pair]) : static_cast<void*>(&s.a[a_pair][k - 1]), as + 4 * k);
+      if (k < kActWords) preload::cp_async4(k == 0 ? static_cast<void*>(&s.ad[a_pair]) : static_cast<void*>(&s.a[a_pair][k - 1]), as + 4 * k);
     }
   };
 
