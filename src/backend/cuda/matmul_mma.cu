@@ -33,12 +33,7 @@ namespace {
 
 using namespace detail;
 
-constexpr int kMmaWarps = 4;
-constexpr int kMmaThreads = 32 * kMmaWarps;
-constexpr int kMmaRows = 16 * kMmaWarps;  // weight rows per CTA
-constexpr int kMmaCols = 32;              // activation rows per CTA: 4 tiles of 8
-constexpr int kMmaTiles = kMmaCols / 8;
-constexpr int kElems = 4 * kMmaTiles;     // output elements per thread
+constexpr int kElems = kMmaElems;
 constexpr int kPitch = 12;                // words between staged rows (8 used)
 constexpr int kLevels = 5;                // finished subtrees an element holds (S[0 … 4])
 constexpr int64_t kMaxGridY = 65535;

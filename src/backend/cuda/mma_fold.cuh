@@ -20,6 +20,16 @@
 
 namespace dsv4::cuda::detail {
 
+// The CTA tile both kernels use: 4 warps of 16 weight rows each, 32 activation rows (pairs) as 4 n8
+// tiles, so a thread holds 16 output elements (rows g, g + 8 of its warp's 16 with g = lane / 4;
+// activation rows 2·(lane % 4) and + 1 of each n8 tile).
+constexpr int kMmaWarps = 4;
+constexpr int kMmaThreads = 32 * kMmaWarps;
+constexpr int kMmaRows = 16 * kMmaWarps;  // weight rows per CTA
+constexpr int kMmaCols = 32;              // activation rows per CTA
+constexpr int kMmaTiles = kMmaCols / 8;
+constexpr int kMmaElems = 4 * kMmaTiles;  // output elements per thread
+
 // Partial l of leaf m in a tree of 2^L leaves.
 template <int L>
 __device__ __forceinline__ int leaf_partial(int m) {

@@ -39,11 +39,11 @@ namespace {
 
 using namespace detail;
 
-constexpr int kXWarps = 4;
-constexpr int kXThreads = 32 * kXWarps;
-constexpr int kXRows = 16 * kXWarps;        // weight rows per CTA
-constexpr int kXTiles = kGroupTile / 8;     // n8 tiles of pairs
-constexpr int kXElems = 4 * kXTiles;        // output elements per thread
+constexpr int kXThreads = kMmaThreads;
+constexpr int kXRows = kMmaRows;            // weight rows per CTA
+constexpr int kXTiles = kMmaTiles;          // n8 tiles of pairs
+constexpr int kXElems = kMmaElems;          // output elements per thread
+static_assert(kGroupTile == kMmaCols, "a tile of pairs is the CTA's activation rows");
 constexpr int kXStages = 3;
 constexpr int kWPitch = 21;                 // words per staged weight row (Q2_K: 21, IQ2_XXS cover: 17)
 constexpr int kAPitch = 72;                 // words per staged activation row (64 quant words)
