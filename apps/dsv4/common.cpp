@@ -67,10 +67,11 @@ Result<backend::BackendOptions> backend_options_from_flags() {
       else if (form == "indexer-tile") o.cuda_indexer_tile = false;
       else if (form == "mma-products") o.cuda_mma_products = false;
       else if (form == "grouped-experts") o.cuda_grouped_experts = false;
+      else if (form == "float-tiles") o.cuda_float_tiles = false;
       else if (form == "routed-staged") o.cuda_routed_staged = false;
       else
         return invalid_argument("--cuda-disable: expected none or a comma-separated list of staged-loads, "
-                                "hc-cluster, hc-side, attn-decode, stream-products, fused-quant, norm-rope-batch, indexer-tile, routed-staged, mma-products, grouped-experts; got '" + form + "'");
+                                "hc-cluster, hc-side, attn-decode, stream-products, fused-quant, norm-rope-batch, indexer-tile, routed-staged, mma-products, grouped-experts, float-tiles; got '" + form + "'");
       at = comma + 1;
     }
   }

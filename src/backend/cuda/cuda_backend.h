@@ -22,6 +22,7 @@ struct CudaKernelForms {
   bool hc_side = true;      // hc_pre_norm's Sinkhorn as a side launch beside the chain (with hc_cluster)
   bool norm_rope_batch = true;  // norm_rope's jobs in one launch (the query heads, kv row, indexer queries)
   bool indexer_tile = true;     // indexer scores by CTA tiles of entries with the query staged once
+  bool float_tiles = true;      // float-weight products of ≥ 16 activation rows by register tiles (matmul_float.cu)
   bool grouped_experts = true;  // prefill's routed IQ2_XXS / Q2_K pairs grouped by expert on the tensor cores (moe_mma.cu)
   bool mma_products = true;     // Q8_0 products of ≥ 64 activation rows on the tensor cores (matmul_mma.cu)
   bool routed_staged = true;    // routed K/IQ products with each warp's rows staged whole by cp.async

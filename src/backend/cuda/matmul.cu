@@ -381,6 +381,7 @@ void enqueue_product(CudaBackend& be, const ProductArgs& args) {
                   static_cast<unsigned>(groups < kMaxGridY ? groups : kMaxGridY), pair ? 2u : 1u);
   if (detail::enqueue_decode_product(be, a, grid)) return;  // matmul_decode.cu
   if (detail::enqueue_mma_product(be, a)) return;           // matmul_mma.cu
+  if (detail::enqueue_float_tile_product(be, a)) return;    // matmul_float.cu
   const bool known = dispatch_type(a.type, [&](auto ops) {
     if (tiled)
       be.launch("product_kernel (tiled)", product_kernel<decltype(ops), kProductTile>, grid, 32 * kProductWarps, 0, a);

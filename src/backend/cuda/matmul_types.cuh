@@ -508,6 +508,11 @@ bool enqueue_decode_product(CudaBackend& be, const ProductArgs& a, dim3 grid);
 // expert ids; the same bits) and returns true, or false when it does not apply.
 bool enqueue_mma_product(CudaBackend& be, const ProductArgs& a);
 
+// matmul_float.cu: launches the register-tile form for `a` (F32 / F16 / BF16 weights, at least 16
+// activation rows, rows of a multiple of 128 columns, 16-byte aligned, no expert ids; the same bits) and
+// returns true, or false when it does not apply.
+bool enqueue_float_tile_product(CudaBackend& be, const ProductArgs& a);
+
 // Up to kWholeRowJobs float-weight products of one activation row (the same act, in and type; each
 // one the whole-row form would take) as one launch: the number of jobs launched (all of them), or 0
 // when they do not qualify and the caller enqueues them one by one. Same bits per job.

@@ -33,6 +33,7 @@ cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
   o.forms.indexer_tile = options.cuda_indexer_tile;
   o.forms.mma_products = options.cuda_mma_products;
   o.forms.grouped_experts = options.cuda_grouped_experts;
+  o.forms.float_tiles = options.cuda_float_tiles;
   o.forms.routed_staged = options.cuda_routed_staged;
   return o;
 }
