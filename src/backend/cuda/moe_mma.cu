@@ -68,41 +68,24 @@ struct XType<TensorType::kQ2_K> {
   static constexpr int kBlockBytes = sizeof(BlockQ2_K), kWords = 21;
 };
 
-// The IQ2_XXS tables as the kernel reads them (shared memory): the grid, and per 7-bit sign index the
-// byte masks of kIq2xxsSigns[si] (0xff where element j's sign bit is set).
-struct Iq2Tables {
-  uint64_t grid[256];
-  uint64_t sign_mask[128];
-};
-
-__device__ __forceinline__ void load_iq2_tables(Iq2Tables& t, int tid) {
-  for (int i = tid; i < 256; i += kXThreads) t.grid[i] = d_iq2xxs.grid[i];
-  for (int i = tid; i < 128; i += kXThreads) {
-    uint64_t m = 0;
-    for (int j = 0; j < 8; ++j)
-      if ((d_iq2xxs.signs[i] >> j) & 1) m |= uint64_t{0xff} << (8 * j);
-    t.sign_mask[i] = m;
-  }
-}
-
-// −v per byte where the mask byte is 0xff: (v ^ 0xff) + 1 = 256 − v. Grid bytes are 0x08, 0x19 or 0x2b
-// (never 0), so no byte carries into the next and one 32-bit add does all four.
-__device__ __forceinline__ uint32_t apply_signs(uint32_t v, uint32_t mask) { return (v ^ mask) + (mask & 0x01010101u); }
+// Byte masks of sign bits 0 … 3 of s: 0xff where the bit is set.
+__device__ __forceinline__ uint32_t sign_mask4(uint32_t s) { return (((s & 0xFu) * 0x00204081u) & 0x01010101u) * 0xFFu; }
 
 // This thread's 8 signed grid values of an IQ2_XXS group (run t4 of 4): lo = elements 0 … 3, hi = 4 … 7.
-// sel = 0x4440 | t4: __byte_perm's selector of byte t4 of aux0 (the run's grid index), the rest 0.
-__device__ __forceinline__ void iq2_run(uint32_t aux0, uint32_t aux1, int t4, unsigned sel, const Iq2Tables& t,
-                                        uint32_t& lo, uint32_t& hi) {
-  const uint64_t gv = t.grid[__byte_perm(aux0, 0, sel)];
-  const uint64_t m = t.sign_mask[(aux1 >> (7 * t4)) & 127u];
-  lo = apply_signs(static_cast<uint32_t>(gv), static_cast<uint32_t>(m));
-  hi = apply_signs(static_cast<uint32_t>(gv >> 32), static_cast<uint32_t>(m >> 32));
+__device__ __forceinline__ void iq2_run(uint32_t aux0, uint32_t aux1, int t4, const uint64_t* grid, uint32_t& lo,
+                                        uint32_t& hi) {
+  const uint64_t gv = grid[(aux0 >> (8 * t4)) & 0xffu];
+  const uint32_t si = (aux1 >> (7 * t4)) & 127u;
+  const uint32_t sg = si | ((static_cast<uint32_t>(__popc(si)) & 1u) << 7);  // kIq2xxsSigns[si]
+  const uint32_t m_lo = sign_mask4(sg), m_hi = sign_mask4(sg >> 4);
+  lo = __vsub4(static_cast<uint32_t>(gv) ^ m_lo, m_lo);  // −v per byte where the sign is set
+  hi = __vsub4(static_cast<uint32_t>(gv >> 32) ^ m_hi, m_hi);
 }
 
 // One super-block's value for this thread's 16 elements, added to the leaf's chain.
 template <TensorType T>
-__device__ __forceinline__ void block_step(const XStage& s, int64_t b, int count, const Iq2Tables* tables, int warp,
-                                           int gq, int t4, float (&chain)[kXElems]) {
+__device__ __forceinline__ void block_step(const XStage& s, int64_t b, int count, const uint64_t* grid, int warp, int gq,
+                                           int t4, float (&chain)[kXElems]) {
   const uint32_t* W0 = s.w[16 * warp + gq];
   const uint32_t* W1 = s.w[16 * warp + gq + 8];
   if constexpr (T == TensorType::kIQ2_XXS) {
@@ -117,9 +100,8 @@ __device__ __forceinline__ void block_step(const XStage& s, int64_t b, int count
       const uint32_t x00 = W0[2 * grp], x01 = W0[2 * grp + 1], x02 = W0[2 * grp + 2];
       const uint32_t x10 = W1[2 * grp], x11 = W1[2 * grp + 1], x12 = W1[2 * grp + 2];
       const uint32_t aux01 = __funnelshift_rc(x01, x02, sh), aux11 = __funnelshift_rc(x11, x12, sh);
-      const unsigned sel = 0x4440u | static_cast<unsigned>(t4);
-      iq2_run(__funnelshift_rc(x00, x01, sh), aux01, t4, sel, *tables, a0, a2);
-      iq2_run(__funnelshift_rc(x10, x11, sh), aux11, t4, sel, *tables, a1, a3);
+      iq2_run(__funnelshift_rc(x00, x01, sh), aux01, t4, grid, a0, a2);
+      iq2_run(__funnelshift_rc(x10, x11, sh), aux11, t4, grid, a1, a3);
       const int32_t f0 = static_cast<int32_t>(2 * (aux01 >> 28) + 1), f1 = static_cast<int32_t>(2 * (aux11 >> 28) + 1);
 #pragma unroll
       for (int n = 0; n < kXTiles; ++n) {
@@ -191,13 +173,11 @@ __device__ __forceinline__ void block_step(const XStage& s, int64_t b, int count
 template <TensorType T, int L>
 __global__ void __launch_bounds__(kXThreads, 2) routed_mma_kernel(ProductArgs a, GroupedPairs g) {
   __shared__ __align__(16) XStage stage[kXStages];
-  const Iq2Tables* tables = nullptr;  // IQ2_XXS only
+  __shared__ uint64_t grid[T == TensorType::kIQ2_XXS ? 256 : 1];
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int gq = lane >> 2, t4 = lane & 3;
   if constexpr (T == TensorType::kIQ2_XXS) {
-    __shared__ Iq2Tables iq2_tables;
-    load_iq2_tables(iq2_tables, tid);
-    tables = &iq2_tables;
+    for (int i = tid; i < 256; i += kXThreads) grid[i] = d_iq2xxs.grid[i];
   }
   wait_for_producer();
   if (static_cast<int32_t>(blockIdx.y) >= *g.n_tiles) return;  // the whole CTA
@@ -266,7 +246,7 @@ __global__ void __launch_bounds__(kXThreads, 2) routed_mma_kernel(ProductArgs a,
       if (ld_more) issue(ld_b, stage[buf == 0 ? 2 : buf - 1]);
     }
     preload::cp_async_commit();
-    block_step<T>(stage[buf], b, count, tables, warp, gq, t4, chain);
+    block_step<T>(stage[buf], b, count, grid, warp, gq, t4, chain);
     int next_m = m;
     int64_t next_b = b;
     const bool more = next_block<L>(next_m, next_b, nb);
