@@ -68,8 +68,13 @@ struct XType<TensorType::kQ2_K> {
   static constexpr int kBlockBytes = sizeof(BlockQ2_K), kWords = 21;
 };
 
-// Byte masks of sign bits 0 … 3 of s: 0xff where the bit is set.
-__device__ __forceinline__ uint32_t sign_mask4(uint32_t s) { return (((s & 0xFu) * 0x00204081u) & 0x01010101u) * 0xFFu; }
+// Bit j of s (j < 4) as bit 0 of byte j.
+__device__ __forceinline__ uint32_t sign_bits4(uint32_t s) { return ((s & 0xFu) * 0x00204081u) & 0x01010101u; }
+
+// −v per byte where bit 0 of the byte of b is set: (v ^ 0xff) + 1 = 256 − v. Grid bytes are 0x08, 0x19 or
+// 0x2b (never 0), so no byte carries into the next and one 32-bit add does all four (the emulated
+// __vsub4 took several instructions; a 128-entry mask table measured slower: bank conflicts).
+__device__ __forceinline__ uint32_t apply_signs(uint32_t v, uint32_t b) { return (v ^ (b * 0xFFu)) + b; }
 
 // This thread's 8 signed grid values of an IQ2_XXS group (run t4 of 4): lo = elements 0 … 3, hi = 4 … 7.
 __device__ __forceinline__ void iq2_run(uint32_t aux0, uint32_t aux1, int t4, const uint64_t* grid, uint32_t& lo,
@@ -77,9 +82,8 @@ __device__ __forceinline__ void iq2_run(uint32_t aux0, uint32_t aux1, int t4, co
   const uint64_t gv = grid[(aux0 >> (8 * t4)) & 0xffu];
   const uint32_t si = (aux1 >> (7 * t4)) & 127u;
   const uint32_t sg = si | ((static_cast<uint32_t>(__popc(si)) & 1u) << 7);  // kIq2xxsSigns[si]
-  const uint32_t m_lo = sign_mask4(sg), m_hi = sign_mask4(sg >> 4);
-  lo = __vsub4(static_cast<uint32_t>(gv) ^ m_lo, m_lo);  // −v per byte where the sign is set
-  hi = __vsub4(static_cast<uint32_t>(gv >> 32) ^ m_hi, m_hi);
+  lo = apply_signs(static_cast<uint32_t>(gv), sign_bits4(sg));
+  hi = apply_signs(static_cast<uint32_t>(gv >> 32), sign_bits4(sg >> 4));
 }
 
 // One super-block's value for this thread's 16 elements, added to the leaf's chain.
