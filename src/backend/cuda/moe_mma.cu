@@ -207,6 +207,9 @@ __global__ void __launch_bounds__(kXThreads, 2) routed_mma_kernel(ProductArgs a,
   const uint8_t* w_src = w + o_ld * a.w_row_bytes;
   const int a_pair = tid >> 2, a_quarter = tid & 3;
   const int64_t p_ld = pairs[a_pair < count ? a_pair : 0];
+  // Only the n8 tiles that hold pairs are read (block_step skips the others): a decode tile of one pair
+  // copies 8 activation rows per block, not 32.
+  const bool a_needed = a_pair < ((count + 7) & ~7);
   const uint8_t* a_src = static_cast<const uint8_t*>(a.act) + (p_ld / a.act_div) * a.act_stride;
   const auto issue = [&](int64_t b, XStage& s) {
     const int64_t bo = b * XType<T>::kBlockBytes;
@@ -220,7 +223,7 @@ __global__ void __launch_bounds__(kXThreads, 2) routed_mma_kernel(ProductArgs a,
 #pragma unroll
     for (int i = 0; i < kActWordsPerThread; ++i) {
       const int k = a_quarter * kActWordsPerThread + i;
-      if (k < kActWords) preload::cp_async4(k == 0 ? static_cast<void*>(&s.ad[a_pair]) : static_cast<void*>(&s.a[a_pair][k - 1]), as + 4 * k);
+      if (a_needed && k < kActWords) preload::cp_async4(k == 0 ? static_cast<void*>(&s.ad[a_pair]) : static_cast<void*>(&s.a[a_pair][k - 1]), as + 4 * k);
     }
   };
 
