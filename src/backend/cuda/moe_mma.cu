@@ -207,8 +207,8 @@ __global__ void __launch_bounds__(kXThreads, 2) routed_mma_kernel(ProductArgs a,
   const uint8_t* w_src = w + o_ld * a.w_row_bytes;
   const int a_pair = tid >> 2, a_quarter = tid & 3;
   const int64_t p_ld = pairs[a_pair < count ? a_pair : 0];
-  // Only the n8 tiles that hold pairs are read (block_step skips the others): a decode tile of one pair
-  // copies 8 activation rows per block, not 32.
+  // Only the n8 tiles that hold pairs are read (block_step skips the others): a tile of 12 pairs (a
+  // 512-token chunk's average) copies 16 activation rows per block, not 32.
   const bool a_needed = a_pair < ((count + 7) & ~7);
   const uint8_t* a_src = static_cast<const uint8_t*>(a.act) + (p_ld / a.act_div) * a.act_stride;
   const auto issue = [&](int64_t b, XStage& s) {
