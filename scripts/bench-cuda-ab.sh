@@ -23,7 +23,7 @@ SYNTH_DIR=${SYNTH_DIR:-/dev/shm}
 JOBS=${JOBS:-$(nproc)}
 BACKEND=${BACKEND:-cuda}
 # The base is configured as scripts/test-cuda.sh configures this tree (Release, -Werror, CUDA -lineinfo):
-# twice on 2026-12-07 (H100, 12 layers) a base built without -lineinfo decoded 2.3-3.1 % faster than a tree
+# twice on 2026-12-07 (H100, 12 layers) a base built without -lineinfo decoded 2.3-3.0 % faster than a tree
 # whose changes could not touch decode, and the same pair built alike measured 0.998x: the difference
 # was the configuration, which an A/B would have charged to the change.
 BASE_CMAKE_ARGS=${BASE_CMAKE_ARGS:--DDSV4_CUDA=ON -DDSV4_WERROR=ON -DCMAKE_CUDA_FLAGS=-lineinfo}
