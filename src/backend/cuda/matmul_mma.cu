@@ -67,7 +67,8 @@ struct MmaArgs {
   int64_t y_stride = 0;
 };
 
-__global__ void __launch_bounds__(kMmaThreads, 2) product_mma_q8_0_kernel(MmaArgs a) {
+// At most 168 registers: three CTAs per SM (166 used; without the bound ptxas took 171, two CTAs).
+__global__ void __launch_bounds__(kMmaThreads, 3) product_mma_q8_0_kernel(MmaArgs a) {
   __shared__ __align__(16) MmaStage stage[kStages];
   wait_for_producer();
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -148,13 +149,14 @@ __global__ void __launch_bounds__(kMmaThreads, 2) product_mma_q8_0_kernel(MmaArg
 #pragma unroll
       for (int n = 0; n < kMmaTiles; ++n) {
         int32_t c[4];
-        mma_s8(c, a0, a1, a2, a3, s.aq[8 * n + g][t4], s.aq[8 * n + g][4 + t4]);
+        // (|isum| ≤ 32 · 128 · 128 < 2^22: the biased accumulators give it by one subtraction.)
+        mma_s8(c, a0, a1, a2, a3, s.aq[8 * n + g][t4], s.aq[8 * n + g][4 + t4], kI2fBias);
         const float ad0 = s.ad[8 * n + 2 * t4], ad1 = s.ad[8 * n + 2 * t4 + 1];
         // v = (f16(w.d) · a.d) · (float)isum, then the leaf's chain (quant_ref.h q8_0_finish).
-        chain[4 * n + 0] = chain[4 * n + 0] + (wd0 * ad0) * exact_i2f(c[0]);
-        chain[4 * n + 1] = chain[4 * n + 1] + (wd0 * ad1) * exact_i2f(c[1]);
-        chain[4 * n + 2] = chain[4 * n + 2] + (wd1 * ad0) * exact_i2f(c[2]);
-        chain[4 * n + 3] = chain[4 * n + 3] + (wd1 * ad1) * exact_i2f(c[3]);
+        chain[4 * n + 0] = chain[4 * n + 0] + (wd0 * ad0) * biased_i2f(c[0]);
+        chain[4 * n + 1] = chain[4 * n + 1] + (wd0 * ad1) * biased_i2f(c[1]);
+        chain[4 * n + 2] = chain[4 * n + 2] + (wd1 * ad0) * biased_i2f(c[2]);
+        chain[4 * n + 3] = chain[4 * n + 3] + (wd1 * ad1) * biased_i2f(c[3]);
       }
       int next_m = m;
       int64_t next_b = b;

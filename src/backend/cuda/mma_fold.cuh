@@ -47,18 +47,22 @@ inline int fold_levels(int64_t nb, int min_levels) {
   return L;
 }
 
-// isum as a float, exactly, without the quarter-rate I2F: for |isum| < 2^22 the bits of 1.5·2^23 plus
-// isum are the float 1.5·2^23 + isum, and the subtraction is exact.
-__device__ __forceinline__ float exact_i2f(int32_t isum) { return __int_as_float(0x4B400000 + isum) - 12582912.0f; }
+// An integer sum as a float, exactly, without the quarter-rate I2F: for |isum| < 2^22 the bits of
+// 1.5·2^23 plus isum are the float 1.5·2^23 + isum, and the subtraction is exact. The sums start at
+// kI2fBias instead of 0 (MMA accumulators initialised to it; the int32 sum kI2fBias + isum is exact), so
+// the conversion is one float subtraction.
+constexpr int32_t kI2fBias = 0x4B400000;  // the bits of 1.5·2^23
+__device__ __forceinline__ float biased_i2f(int32_t biased) { return __int_as_float(biased) - 12582912.0f; }
 
-// c = A·B for one m16n8k32 s8 tile from zero accumulators (A row-major 16 × 32, B column-major 32 × 8).
+// c = c0 + A·B for one m16n8k32 s8 tile, every accumulator starting at c0 (A row-major 16 × 32, B
+// column-major 32 × 8): c0 = 0 gives the sums, c0 = kI2fBias their biased_i2f form.
 __device__ __forceinline__ void mma_s8(int32_t (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
+                                       uint32_t b1, int32_t c0 = 0) {
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %11, %12, %13};"
+      "{%10, %10, %10, %10};"
       : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(c0));
 }
 // c += A·B (exact: int32 sums of int8 products in any order).
 __device__ __forceinline__ void mma_s8_acc(int32_t* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,

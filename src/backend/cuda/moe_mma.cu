@@ -135,7 +135,7 @@ __device__ __forceinline__ void block_step(const XStage& s, int64_t b, int count
 #pragma unroll
     for (int n = 0; n < kXTiles; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) csc[n][e] = cm[n][e] = 0;
+      for (int e = 0; e < 4; ++e) csc[n][e] = cm[n][e] = kI2fBias;  // (biased_i2f below)
     const int hb = t4 >> 1;  // sub-block 2c + hb of chunk c
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
@@ -165,9 +165,11 @@ __device__ __forceinline__ void block_step(const XStage& s, int64_t b, int count
       for (int e = 0; e < 4; ++e) {
         const float ad = s.ad[8 * n + 2 * t4 + (e & 1)];
         const float d = e < 2 ? d0 : d1, dm = e < 2 ? dm0 : dm1;
-        // q2_k_finish: a.d · ((d · (float)isum_sc) − (dmin · (float)isum_m)).
-        const float t_sc = d * static_cast<float>(csc[n][e]);
-        const float t_m = dm * static_cast<float>(cm[n][e]);
+        // q2_k_finish: a.d · ((d · (float)isum_sc) − (dmin · (float)isum_m)). |isum_sc| ≤ 256 · 45 · 128 and
+        // |isum_m| ≤ 256 · 15 · 128, both < 2^22: the biased sums convert by one subtraction (not the
+        // quarter-rate I2F).
+        const float t_sc = d * biased_i2f(csc[n][e]);
+        const float t_m = dm * biased_i2f(cm[n][e]);
         chain[4 * n + e] = chain[4 * n + e] + ad * (t_sc - t_m);
       }
     }
