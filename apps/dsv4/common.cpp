@@ -61,6 +61,7 @@ Result<backend::BackendOptions> backend_options_from_flags() {
       else if (form == "hc-cluster") o.cuda_hc_cluster = false;
       else if (form == "hc-side") o.cuda_hc_side = false;
       else if (form == "attn-decode") o.cuda_attn_decode = false;
+      else if (form == "attn-wide") o.cuda_attn_wide = false;
       else if (form == "stream-products") o.cuda_stream_products = false;
       else if (form == "fused-quant") o.cuda_fused_quant = false;
       else if (form == "norm-rope-batch") o.cuda_norm_rope_batch = false;
@@ -71,7 +72,7 @@ Result<backend::BackendOptions> backend_options_from_flags() {
       else if (form == "routed-staged") o.cuda_routed_staged = false;
       else
         return invalid_argument("--cuda-disable: expected none or a comma-separated list of staged-loads, "
-                                "hc-cluster, hc-side, attn-decode, stream-products, fused-quant, norm-rope-batch, indexer-tile, routed-staged, mma-products, grouped-experts, float-tiles; got '" + form + "'");
+                                "hc-cluster, hc-side, attn-decode, attn-wide, stream-products, fused-quant, norm-rope-batch, indexer-tile, routed-staged, mma-products, grouped-experts, float-tiles; got '" + form + "'");
       at = comma + 1;
     }
   }

@@ -296,6 +296,145 @@ __global__ void __launch_bounds__(kOutThreads) attn_out_tile_kernel(AttnArgs a) 
   }
 }
 
+// The out form of passes of many queries (prefill chunks): attn_softmax_kernel has put p_j = exp(l_j − M)
+// in place of the logits and den (its arithmetic is the out tile's: the same M, exps and den tree), so
+// this kernel only runs the fma chains o[t][h·d + c] = (chain over keys j ascending of p_j · key_j[c]) /
+// den — the tile kernel's chains, with each (query, head) exp computed once instead of once per 32
+// columns, and each key crossing L2 once per 64 heads instead of once per 8. A CTA per (64 columns, 64
+// heads, query): warp w the heads 16·(w % 4) + {hg, hg + 4, hg + 8, hg + 12} (hg = lane / 8) and the
+// columns 32·(w / 4) + 4·(lane % 8) … + 3, so a thread runs 4 × 4 chains and per key reads its 4 key
+// columns (one 16-byte shared load; the warp's 8 column groups are 128 contiguous bytes) and per 4 keys
+// its heads' p (four 16-byte loads, rows 36 floats apart: the warp's 4 head rows on distinct banks):
+// 8 shared loads per 64 fmas. Stages of kWideKeys keys: the next stage's loads (8 key elements and 8 p
+// per thread) in registers while this one is folded.
+constexpr int kWideCols = 64;
+constexpr int kWideHeads = 64;
+constexpr int kWideKeys = 32;
+constexpr int kWideThreads = 256;
+constexpr int kWidePitch = kWideKeys + 4;  // p_s row: 16-byte aligned, consecutive rows 4 banks apart
+constexpr int64_t kWideMinQueries = 16;    // fewer: the tile kernel (its exps beside the chains; no softmax launch)
+
+// Stage j0's loads of this thread: key (j0 + tid / 8), columns c_tile + 8·(tid % 8) … + 7 (0 beyond the
+// keys or columns), and p of head h_tile + tid / 4, keys j0 + 8·(tid % 4) … + 7 (0 beyond).
+__device__ __forceinline__ void load_wide_stage(const AttnArgs& a, int64_t t, int64_t p, int64_t lo, int64_t nraw, int64_t nk,
+                                                int64_t j0, int64_t c_tile, int64_t h_tile, int tid, float (&kr)[8],
+                                                float (&pr)[8]) {
+  const int64_t j = j0 + tid / 8, c = c_tile + 8 * (tid % 8);
+  const float* key = j < nk ? attn_key(a, a.t0 + t, p, lo, nraw, j) : nullptr;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) kr[i] = key != nullptr && c + i < a.d ? key[c + i] : 0.0f;
+  const int64_t h = h_tile + tid / 4, jp = j0 + 8 * (tid % 4);
+  const float* P = a.S + (t * a.H + h) * a.maxk;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) pr[i] = h < a.H && jp + i < nk ? P[jp + i] : 0.0f;
+}
+
+// grid (⌈d / kWideCols⌉, ⌈H / kWideHeads⌉, n), kWideThreads threads; after attn_softmax_kernel.
+__global__ void __launch_bounds__(kWideThreads) attn_out_wide_kernel(AttnArgs a) {
+  __shared__ __align__(16) float keys_s[kWideKeys][kWideCols];
+  __shared__ __align__(16) float p_s[kWideHeads][kWidePitch];
+  wait_for_producer();
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int64_t t = blockIdx.z, p = a.p0 + a.t0 + t;
+  const int64_t c_tile = static_cast<int64_t>(blockIdx.x) * kWideCols, h_tile = static_cast<int64_t>(blockIdx.y) * kWideHeads;
+  const int hg = lane >> 3, cg = lane & 7;
+  const int hrow = 16 * (warp & 3) + hg;            // + 4·i: this thread's head i in the tile
+  const int ccol = 32 * (warp >> 2) + 4 * cg;       // + i: this thread's column i in the tile
+  const int64_t nc = a.ncomp[t];
+  float v[4][4];
+  if (nc < 0) {  // a comp_index entry beyond capacity (the CPU fails the step): NaN, never a bad read
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[i][k] = quiet_nan();
+  } else {  // CTA-uniform
+    const int64_t lo = raw_first(a, p), nraw = p - lo + 1, nk = nraw + nc;
+    float acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[i][k] = 0.0f;
+    float kr[8], pr[8];
+    load_wide_stage(a, t, p, lo, nraw, nk, 0, c_tile, h_tile, tid, kr, pr);
+    for (int64_t j0 = 0; j0 < nk; j0 += kWideKeys) {
+      const int nj = static_cast<int>(std::min<int64_t>(kWideKeys, nk - j0));
+      *reinterpret_cast<float4*>(&keys_s[tid / 8][8 * (tid % 8)]) = make_float4(kr[0], kr[1], kr[2], kr[3]);
+      *reinterpret_cast<float4*>(&keys_s[tid / 8][8 * (tid % 8) + 4]) = make_float4(kr[4], kr[5], kr[6], kr[7]);
+      *reinterpret_cast<float4*>(&p_s[tid / 4][8 * (tid % 4)]) = make_float4(pr[0], pr[1], pr[2], pr[3]);
+      *reinterpret_cast<float4*>(&p_s[tid / 4][8 * (tid % 4) + 4]) = make_float4(pr[4], pr[5], pr[6], pr[7]);
+      __syncthreads();
+      if (j0 + kWideKeys < nk) load_wide_stage(a, t, p, lo, nraw, nk, j0 + kWideKeys, c_tile, h_tile, tid, kr, pr);
+      const auto four = [&](int q) {  // keys 4q … 4q + 3 into the 16 chains, in key order
+        float4 pv[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) pv[i] = *reinterpret_cast<const float4*>(&p_s[hrow + 4 * i][4 * q]);
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          const float4 k4 = *reinterpret_cast<const float4*>(&keys_s[4 * q + jj][ccol]);
+          const float kc[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float pj = jj == 0 ? pv[i].x : jj == 1 ? pv[i].y : jj == 2 ? pv[i].z : pv[i].w;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) acc[i][k] = hd::fma(pj, kc[k], acc[i][k]);
+          }
+        }
+      };
+      const int n4 = nj / 4;
+      if (n4 == kWideKeys / 4) {  // a full stage, unrolled
+#pragma unroll
+        for (int q = 0; q < kWideKeys / 4; ++q) four(q);
+      } else {
+        for (int q = 0; q < n4; ++q) four(q);
+      }
+      for (int j = 4 * n4; j < nj; ++j) {  // the stage's last keys (none past nj: an fma with 0 could turn −0 into +0)
+        const float4 k4 = *reinterpret_cast<const float4*>(&keys_s[j][ccol]);
+        const float kc[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float pj = p_s[hrow + 4 * i][j];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) acc[i][k] = hd::fma(pj, kc[k], acc[i][k]);
+        }
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t h = h_tile + hrow + 4 * i;
+      const float den = h < a.H ? a.den[t * a.H + h] : 1.0f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[i][k] = hd::div(acc[i][k], den);
+    }
+  }
+  const int64_t c0 = c_tile + ccol;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t h = h_tile + hrow + 4 * i;
+    if (h >= a.H) break;
+    if (a.unrope_n_rot > 0) {
+      // rope(o, H, p0, n_rot, freqs, inverse) on the head's trailing n_rot columns: pair k = columns
+      // (d − n_rot + 2k, +1), columns (c0 + 2m, c0 + 2m + 1) of this thread (d − n_rot and c0 are even);
+      // the tile kernel's products and sums in its order.
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        const int64_t tail = c0 + 2 * m - (a.d - a.unrope_n_rot);
+        if (tail >= 0 && c0 + 2 * m + 1 < a.d) {
+          float cs, sn;
+          rowops::rope_cs(p, a.unrope_freqs[tail / 2], true, cs, sn);
+          const float ve = v[i][2 * m], vo = v[i][2 * m + 1];
+          v[i][2 * m] = ve * cs - vo * sn;
+          v[i][2 * m + 1] = ve * sn + vo * cs;
+        }
+      }
+    }
+    float* out = row_ptr<float>(a.o, a.o_nb, a.t0 + t) + h * a.d;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (c0 + k < a.d) out[c0 + k] = v[i][k];
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -308,6 +447,16 @@ void enqueue_decode_attention_scores(CudaBackend& be, const AttnArgs& a) {
   const dim3 grid(static_cast<unsigned>((a.maxk + kScoreKeys - 1) / kScoreKeys),
                   static_cast<unsigned>((a.H + kScoreHeads - 1) / kScoreHeads), static_cast<unsigned>(a.n));
   be.launch("attn_score_tile_kernel", attn_score_tile_kernel, grid, kThreads, 0, a);
+}
+
+bool wide_attention_out_fits(const CudaBackend& be, const AttnArgs& a) {
+  return be.forms().attn_wide && a.n >= kWideMinQueries && a.H / kWideHeads < 65535;
+}
+
+void enqueue_wide_attention_out(CudaBackend& be, const AttnArgs& a) {
+  const dim3 grid(static_cast<unsigned>((a.d + kWideCols - 1) / kWideCols),
+                  static_cast<unsigned>((a.H + kWideHeads - 1) / kWideHeads), static_cast<unsigned>(a.n));
+  be.launch("attn_out_wide_kernel", attn_out_wide_kernel, grid, kWideThreads, 0, a);
 }
 
 void enqueue_decode_attention_out(CudaBackend& be, const AttnArgs& a) {

@@ -26,6 +26,7 @@ cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
   o.forms.staged_loads = options.cuda_staged_loads;
   o.forms.hc_cluster = options.cuda_hc_cluster;
   o.forms.attn_decode = options.cuda_attn_decode;
+  o.forms.attn_wide = options.cuda_attn_wide;
   o.forms.stream_products = options.cuda_stream_products;
   o.forms.fused_quant = options.cuda_fused_quant;
   o.forms.hc_side = options.cuda_hc_side;
