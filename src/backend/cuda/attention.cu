@@ -411,14 +411,15 @@ void CudaBackend::attend(const backend::AttentionArgs& a, int64_t n_rot, const T
   for (int64_t t0 = 0; t0 < n; t0 += G) {
     k.t0 = t0;
     k.n = std::min(G, n - t0);
+    if (decode_form && detail::wide_attention_fits(*this, k)) {  // many queries: each exp once
+      detail::enqueue_wide_attention_scores(*this, k);
+      launch("attn_softmax_kernel", attn_softmax_kernel, grid_for(k.n * H, kWarpsPerBlock), kThreads, 0, k);
+      detail::enqueue_wide_attention_out(*this, k);
+      continue;
+    }
     if (decode_form) {  // attention_decode.cu: keys staged once for a group of heads
       detail::enqueue_decode_attention_scores(*this, k);
-      if (detail::wide_attention_out_fits(*this, k)) {  // many queries: each exp once, then the chains
-        launch("attn_softmax_kernel", attn_softmax_kernel, grid_for(k.n * H, kWarpsPerBlock), kThreads, 0, k);
-        detail::enqueue_wide_attention_out(*this, k);
-      } else {
-        detail::enqueue_decode_attention_out(*this, k);
-      }
+      detail::enqueue_decode_attention_out(*this, k);
       continue;
     }
     launch("attn_count_kernel", attn_count_kernel, grid_for(k.n, 128), 128, 0, k);

@@ -98,9 +98,11 @@ bool decode_attention_fits(const AttnArgs& a);
 void enqueue_decode_attention_scores(CudaBackend& be, const AttnArgs& a);
 // Writes o from the logits (attn_softmax_kernel + attn_out_kernel; S is left as the logits).
 void enqueue_decode_attention_out(CudaBackend& be, const AttnArgs& a);
-// The out form of passes of ≥ 16 queries (form attn-wide): o from the probabilities and den that
-// attn_softmax_kernel left in S (attn_out_kernel's bits), a CTA per 64 heads × 64 columns.
-bool wide_attention_out_fits(const CudaBackend& be, const AttnArgs& a);
+// The forms of passes of ≥ 16 queries (form attn-wide; within the decode forms' bounds): the logits
+// and a.ncomp by a CTA per (32 heads, query) walking all its keys; then attn_softmax_kernel; then o from
+// the probabilities and den it left in S, a CTA per 64 heads × 64 columns. The general kernels' bits.
+bool wide_attention_fits(const CudaBackend& be, const AttnArgs& a);
+void enqueue_wide_attention_scores(CudaBackend& be, const AttnArgs& a);
 void enqueue_wide_attention_out(CudaBackend& be, const AttnArgs& a);
 
 }  // namespace detail

@@ -435,6 +435,110 @@ __global__ void __launch_bounds__(kWideThreads) attn_out_wide_kernel(AttnArgs a)
   }
 }
 
+// The scores of passes of many queries: S[t][h][j] = warp_tree(lane chain over c = lane, lane + 32, … of
+// fma(q_h[c], key_j[c], ·)) · scale, the tile kernel's value, with the work laid out so that a shared
+// load feeds four fmas and a dot's tree costs one shuffle: a CTA per (32 heads, query) walks all the
+// query's keys, 8 at a time staged in shared memory (the next 8 in registers while these are folded);
+// warp w holds the queries of heads 4w … 4w + 3 in registers (16 elements per lane each) and runs 32
+// dots at once, lane l's 32 partials (dot k = head k / 8, key k % 8). Their trees: a reduce-scatter over
+// the lanes — at level s (16, 8, …, 1) lane l keeps the dots whose bit s equals its own, sends the
+// others to lane l ^ s and adds what it gets: p[i] + p[i + s] for each i < s, Partials32::reduce's tree
+// (warp_tree's) level by level, 31 shuffles for 32 dots instead of 5 per dot. Lane l ends with dot l.
+constexpr int kWideScoreHeads = 32;    // per CTA: 4 per warp
+constexpr int kWideScoreKeys = 8;      // per stage
+constexpr int kWideScoreThreads = 256;
+
+// Stage j0's keys of this thread: element e = tid + 256·i (i < 16) of the stage's 8 × kMaxDim, key
+// e / kMaxDim, column e % kMaxDim (0 beyond the keys or columns).
+__device__ __forceinline__ void load_score_stage(const AttnArgs& a, int64_t t, int64_t p, int64_t lo, int64_t nraw,
+                                                 int64_t nk, int64_t j0, int tid, float (&kr)[16]) {
+  static_assert(kWideScoreKeys * kMaxDim == 16 * kWideScoreThreads, "16 elements per thread and stage");
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int e = tid + kWideScoreThreads * i, jj = e / kMaxDim, c = e % kMaxDim;
+    const int64_t j = j0 + jj;
+    kr[i] = j < nk && c < a.d ? attn_key(a, a.t0 + t, p, lo, nraw, j)[c] : 0.0f;
+  }
+}
+
+// One level of the reduce-scatter: lane l keeps v[k] (bit kS of l clear) or v[k + kS] (set) for k < kS and
+// adds the value lane l ^ kS sends: p[i] + p[i + kS] of each of those dots (an add is commutative).
+template <int kS>
+__device__ __forceinline__ void scatter_tree_level(float (&v)[32], int lane) {
+  const bool upper = (lane & kS) != 0;
+#pragma unroll
+  for (int k = 0; k < kS; ++k) {
+    const float keep = upper ? v[k + kS] : v[k];
+    const float send = upper ? v[k] : v[k + kS];
+    v[k] = keep + __shfl_xor_sync(kFullMask, send, kS);
+  }
+}
+
+// grid (⌈H / kWideScoreHeads⌉, n), kWideScoreThreads threads. Writes a.ncomp (CTA 0 of each query) and S.
+__global__ void __launch_bounds__(kWideScoreThreads) attn_score_wide_kernel(AttnArgs a) {
+  __shared__ float keys[kWideScoreKeys][kMaxDim];
+  __shared__ int32_t s_nc;
+  wait_for_producer();
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int64_t t = blockIdx.y, p = a.p0 + a.t0 + t, lo = raw_first(a, p), nraw = p - lo + 1;
+  const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kWideScoreHeads + 4 * warp;
+  // This warp's heads' query elements (0 for heads beyond H: their dots are computed, never written).
+  const float* qt = row_ptr<float>(a.q, a.q_nb, a.t0 + t);
+  float qv[4][kDimPerLane];
+#pragma unroll
+  for (int hh = 0; hh < 4; ++hh)
+#pragma unroll
+    for (int i = 0; i < kDimPerLane; ++i) {
+      const int64_t c = lane + 32 * i;
+      qv[hh][i] = h0 + hh < a.H && c < a.d ? qt[(h0 + hh) * a.d + c] : 0.0f;
+    }
+  if (warp == 0) {
+    const int32_t nc = warp_comp_keys(a, t, lane);
+    if (lane == 0) {
+      s_nc = nc;
+      if (blockIdx.x == 0) a.ncomp[t] = nc;
+    }
+  }
+  __syncthreads();
+  const int64_t nc = s_nc;
+  if (nc < 0) return;  // CTA-uniform: the out kernels write NaN
+  const int64_t nk = nraw + nc;
+  const int steps = static_cast<int>((a.d + 31) / 32);  // chain elements per lane (the last may be partial)
+  float kr[16];
+  load_score_stage(a, t, p, lo, nraw, nk, 0, tid, kr);
+  for (int64_t j0 = 0; j0 < nk; j0 += kWideScoreKeys) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) (&keys[0][0])[tid + kWideScoreThreads * i] = kr[i];
+    __syncthreads();
+    if (j0 + kWideScoreKeys < nk) load_score_stage(a, t, p, lo, nraw, nk, j0 + kWideScoreKeys, tid, kr);
+    float v[32];
+#pragma unroll
+    for (int k = 0; k < 32; ++k) v[k] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kDimPerLane; ++i) {
+      if (i >= steps) break;                  // CTA-uniform
+      if (lane + 32 * i < a.d) {              // the chain's elements only (an fma with 0 could turn −0 into +0)
+        float kv[kWideScoreKeys];
+#pragma unroll
+        for (int jj = 0; jj < kWideScoreKeys; ++jj) kv[jj] = keys[jj][lane + 32 * i];
+#pragma unroll
+        for (int hh = 0; hh < 4; ++hh)
+#pragma unroll
+          for (int jj = 0; jj < kWideScoreKeys; ++jj) v[8 * hh + jj] = hd::fma(qv[hh][i], kv[jj], v[8 * hh + jj]);
+      }
+    }
+    // The 32 trees as one reduce-scatter (see the banner): afterwards v[0] is dot `lane`.
+    scatter_tree_level<16>(v, lane);
+    scatter_tree_level<8>(v, lane);
+    scatter_tree_level<4>(v, lane);
+    scatter_tree_level<2>(v, lane);
+    scatter_tree_level<1>(v, lane);
+    const int64_t h = h0 + lane / 8, j = j0 + lane % 8;
+    if (h < a.H && j < nk) a.S[(t * a.H + h) * a.maxk + j] = v[0] * a.scale;
+    __syncthreads();  // the stage is overwritten next
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -449,8 +553,13 @@ void enqueue_decode_attention_scores(CudaBackend& be, const AttnArgs& a) {
   be.launch("attn_score_tile_kernel", attn_score_tile_kernel, grid, kThreads, 0, a);
 }
 
-bool wide_attention_out_fits(const CudaBackend& be, const AttnArgs& a) {
-  return be.forms().attn_wide && a.n >= kWideMinQueries && a.H / kWideHeads < 65535;
+bool wide_attention_fits(const CudaBackend& be, const AttnArgs& a) {
+  return be.forms().attn_wide && a.n >= kWideMinQueries && a.H / kWideScoreHeads < 65535;
+}
+
+void enqueue_wide_attention_scores(CudaBackend& be, const AttnArgs& a) {
+  const dim3 grid(static_cast<unsigned>((a.H + kWideScoreHeads - 1) / kWideScoreHeads), static_cast<unsigned>(a.n));
+  be.launch("attn_score_wide_kernel", attn_score_wide_kernel, grid, kWideScoreThreads, 0, a);
 }
 
 void enqueue_wide_attention_out(CudaBackend& be, const AttnArgs& a) {
