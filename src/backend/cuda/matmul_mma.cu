@@ -79,29 +79,37 @@ __global__ void __launch_bounds__(kMmaThreads, 3) product_mma_q8_0_kernel(MmaArg
   const int64_t group = a.act_group_rows > 0 ? (o0 / a.act_group_rows) * a.act_group_bytes : 0;
   const int64_t last_row = a.out - 1;
   // This thread's copies: weight row tid / 2 (words 0-4 or 5-8 of each cover), activation row tid / 4
-  // (words 3q … 3q + 2 of the block's 9: d and the quants; q = tid % 4 < 3).
+  // (words 3q … 3q + 2 of the block's 9: d and the quants; q = tid % 4 < 3). Their destinations in stage
+  // 0 as shared-window addresses, once (stage s is s · sizeof(MmaStage) further).
   const int w_row = tid >> 1, w_half = tid & 1, a_row = tid >> 2, a_q = tid & 3;
-  const uint8_t* w_src = w + (o0 + w_row < last_row ? o0 + w_row : last_row) * a.w_row_bytes;
+  const int w_words = w_half == 0 ? 5 : kCoverWords - 5;
+  const uint8_t* w_src = w + (o0 + w_row < last_row ? o0 + w_row : last_row) * a.w_row_bytes + 4 * 5 * w_half;
+  const unsigned stage0 = static_cast<unsigned>(__cvta_generic_to_shared(&stage[0]));
+  const unsigned w_dst = stage0 + static_cast<unsigned>(reinterpret_cast<const uint8_t*>(&stage[0].wq[w_row][5 * w_half]) -
+                                                        reinterpret_cast<const uint8_t*>(&stage[0]));
+  unsigned a_dst[3];
+#pragma unroll
+  for (int i = 0; i < 3; ++i) {
+    const int k = 3 * (a_q < 3 ? a_q : 0) + i;
+    const void* d = k == 0 ? static_cast<const void*>(&stage[0].ad[a_row]) : static_cast<const void*>(&stage[0].aq[a_row][k - 1]);
+    a_dst[i] = stage0 + static_cast<unsigned>(static_cast<const uint8_t*>(d) - reinterpret_cast<const uint8_t*>(&stage[0]));
+  }
+  constexpr unsigned kStageBytes = sizeof(MmaStage);
 
   for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kMmaCols; r0 < a.rows;
        r0 += static_cast<int64_t>(gridDim.y) * kMmaCols) {
     const int64_t r_ld = r0 + a_row < a.rows ? r0 + a_row : a.rows - 1;
-    const uint8_t* a_src = a.act + group + (r_ld / a.act_div) * a.act_stride;
-    const auto issue = [&](int64_t b, MmaStage& s) {
+    const uint8_t* a_src = a.act + group + (r_ld / a.act_div) * a.act_stride + 4 * 3 * a_q;
+    // Block b's copies into the stage at shared offset `off` (a multiple of kStageBytes).
+    const auto issue = [&](int64_t b, unsigned off) {
       const uint8_t* ws = w_src + ((b * static_cast<int64_t>(sizeof(BlockQ8_0))) & ~int64_t{3});
 #pragma unroll
-      for (int i = 0; i < 5; ++i) {
-        const int k = 5 * w_half + i;
-        if (k < kCoverWords) preload::cp_async4(&s.wq[w_row][k], ws + 4 * k);
-      }
+      for (int i = 0; i < 5; ++i)
+        if (i < w_words) preload::cp_async4_at(w_dst + off + 4 * i, ws + 4 * i);
       if (a_q < 3) {
         const uint8_t* as = a_src + b * static_cast<int64_t>(sizeof(BlockQ8_0Act));
 #pragma unroll
-        for (int i = 0; i < 3; ++i) {
-          const int k = 3 * a_q + i;
-          preload::cp_async4(k == 0 ? static_cast<void*>(&s.ad[a_row]) : static_cast<void*>(&s.aq[a_row][k - 1]),
-                             as + 4 * k);
-        }
+        for (int i = 0; i < 3; ++i) preload::cp_async4_at(a_dst[i] + off, as + 4 * i);
       }
     };
 
@@ -122,10 +130,11 @@ __global__ void __launch_bounds__(kMmaThreads, 3) product_mma_q8_0_kernel(MmaArg
     for (int i = 0; i < kStages - 1; ++i) {
       if (ld_more) {
         if (i > 0) ld_more = next_block<kLevels>(ld_m, ld_b, a.nb);
-        if (ld_more) issue(ld_b, stage[i]);
+        if (ld_more) issue(ld_b, i * kStageBytes);
       }
       preload::cp_async_commit();
     }
+    unsigned ld_off = (kStages - 1) * kStageBytes;  // the stage the loader fills next
     int m = 0, buf = 0;
     int64_t b = 0;
     for (;;) {
@@ -133,9 +142,10 @@ __global__ void __launch_bounds__(kMmaThreads, 3) product_mma_q8_0_kernel(MmaArg
       __syncthreads();                              // everyone's; the stage refilled next is read
       if (ld_more) {
         ld_more = next_block<kLevels>(ld_m, ld_b, a.nb);
-        if (ld_more) issue(ld_b, stage[(buf + kStages - 1) % kStages]);
+        if (ld_more) issue(ld_b, ld_off);
       }
       preload::cp_async_commit();
+      ld_off = ld_off + kStageBytes == kStages * kStageBytes ? 0u : ld_off + kStageBytes;
 
       const MmaStage& s = stage[buf];
       const int wr = 16 * warp;

@@ -24,6 +24,7 @@
 // aligned words that cover it (rows start 4-byte aligned and hold an even number of blocks: the cover
 // stays in the row) and read with a funnel shift. Weight rows are 21 words apart (8 rows' same word hit
 // 8 banks), activation rows 72 (a half-warp's 8-byte reads hit 32 banks).
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/cuda/matmul.cuh"
@@ -176,8 +177,10 @@ __device__ __forceinline__ void block_step(const XStage& s, int64_t b, int count
   }
 }
 
+// At most 168 registers: three CTAs per SM (DS4's IQ2_XXS gate/up at L = 4 takes 161; its Q2_K down at
+// L = 3 spills 8 bytes at this bound, and took 172 registers — two CTAs — without it).
 template <TensorType T, int L>
-__global__ void __launch_bounds__(kXThreads, 2) routed_mma_kernel(ProductArgs a, GroupedPairs g) {
+__global__ void __launch_bounds__(kXThreads, 3) routed_mma_kernel(ProductArgs a, GroupedPairs g) {
   __shared__ __align__(16) XStage stage[kXStages];
   __shared__ uint64_t grid[T == TensorType::kIQ2_XXS ? 256 : 1];
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -213,21 +216,30 @@ __global__ void __launch_bounds__(kXThreads, 2) routed_mma_kernel(ProductArgs a,
   // 512-token chunk's average) copies 16 activation rows per block, not 32.
   const bool a_needed = a_pair < ((count + 7) & ~7);
   const uint8_t* a_src = static_cast<const uint8_t*>(a.act) + (p_ld / a.act_div) * a.act_stride;
-  const auto issue = [&](int64_t b, XStage& s) {
-    const int64_t bo = b * XType<T>::kBlockBytes;
-    const uint8_t* ws = w_src + (bo & ~int64_t{3});
+  // The copies' destinations: stage0 (the stages' shared-window address, once) plus offsets from the
+  // thread's indices (the generic-to-shared conversion per copy cost several instructions).
+  const unsigned stage0 = static_cast<unsigned>(__cvta_generic_to_shared(&stage[0]));
+  constexpr unsigned kWOff = offsetof(XStage, w), kAOff = offsetof(XStage, a), kAdOff = offsetof(XStage, ad);
+  // Block b's copies into the stage at shared offset `off` (a multiple of sizeof(XStage)).
+  const auto issue = [&](int64_t b, unsigned off) {
+    const unsigned base = stage0 + off;
+    const uint8_t* ws = w_src + ((b * XType<T>::kBlockBytes) & ~int64_t{3});
 #pragma unroll
     for (int i = 0; i < kWHalf; ++i) {
       const int k = w_half * kWHalf + i;
-      if (k < kW) preload::cp_async4(&s.w[w_row][k], ws + 4 * k);
+      if (k < kW) preload::cp_async4_at(base + kWOff + 4u * static_cast<unsigned>(w_row * kWPitch + k), ws + 4 * k);
     }
     const uint8_t* as = a_src + b * static_cast<int64_t>(sizeof(BlockQ8_K));
 #pragma unroll
     for (int i = 0; i < kActWordsPerThread; ++i) {
       const int k = a_quarter * kActWordsPerThread + i;
-      if (a_needed && k < kActWords) preload::cp_async4(k == 0 ? static_cast<void*>(&s.ad[a_pair]) : static_cast<void*>(&s.a[a_pair][k - 1]), as + 4 * k);
+      if (a_needed && k < kActWords)
+        preload::cp_async4_at(base + (k == 0 ? kAdOff + 4u * static_cast<unsigned>(a_pair)
+                                             : kAOff + 4u * static_cast<unsigned>(a_pair * kAPitch + k - 1)),
+                              as + 4 * k);
     }
   };
+  constexpr unsigned kStageBytes = sizeof(XStage);
 
   float chain[kXElems], S[L][kXElems];
 #pragma unroll
@@ -240,11 +252,12 @@ __global__ void __launch_bounds__(kXThreads, 2) routed_mma_kernel(ProductArgs a,
   // Three stages in the visiting order: the loader runs two blocks ahead of the compute.
   int ld_m = 0;
   int64_t ld_b = 0;  // leaf 0's first block (every row has one)
-  issue(ld_b, stage[0]);
+  issue(ld_b, 0);
   preload::cp_async_commit();
   bool ld_more = next_block<L>(ld_m, ld_b, nb);
-  if (ld_more) issue(ld_b, stage[1]);
+  if (ld_more) issue(ld_b, kStageBytes);
   preload::cp_async_commit();
+  unsigned ld_off = 2 * kStageBytes;  // the stage the loader fills next
   int m = 0, buf = 0;
   int64_t b = 0;
   for (;;) {
@@ -252,9 +265,10 @@ __global__ void __launch_bounds__(kXThreads, 2) routed_mma_kernel(ProductArgs a,
     __syncthreads();                    // everyone's; everyone is past the stage the next issue reuses
     if (ld_more) {
       ld_more = next_block<L>(ld_m, ld_b, nb);
-      if (ld_more) issue(ld_b, stage[buf == 0 ? 2 : buf - 1]);
+      if (ld_more) issue(ld_b, ld_off);
     }
     preload::cp_async_commit();
+    ld_off = ld_off == 2 * kStageBytes ? 0u : ld_off + kStageBytes;
     block_step<T>(stage[buf], b, count, grid, warp, gq, t4, chain);
     int next_m = m;
     int64_t next_b = b;

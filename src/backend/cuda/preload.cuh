@@ -50,6 +50,12 @@ __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(gmem) : "memory");
 }
 
+// The same with the destination as a shared-window address (__cvta_generic_to_shared of it, computed once
+// outside a loop: the conversion is several instructions per copy otherwise).
+__device__ __forceinline__ void cp_async4_at(unsigned smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem), "l"(gmem) : "memory");
+}
+
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 // The thread's cp.async copies issued since the last commit as one group (possibly empty), and the wait
