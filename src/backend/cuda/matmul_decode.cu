@@ -318,7 +318,6 @@ __global__ void __launch_bounds__(32 * kProductWarps, 4) product_routed_staged_k
   const int64_t nb = a.in / Ops::kBlock, act_bytes = nb * kActBytes;
   if constexpr (kTables) {
     for (int i = tid; i < 256; i += blockDim.x) tab_s.grid[i] = d_iq2xxs.grid[i];
-    for (int i = tid; i < 128; i += blockDim.x) tab_s.sign_masks[i] = d_iq2xxs.sign_masks[i];  // part_lane_shared's
   }
   const uint8_t* wz = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1);
   if (a.ids != nullptr && blockIdx.y < a.rows) {  // product_routed_kernel's speculative L2 prefetch

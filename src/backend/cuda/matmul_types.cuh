@@ -228,47 +228,16 @@ struct TypeOps<TensorType::kMXFP4> {
 // IQ2_XXS grid and sign tables in device global memory, statically initialised from
 // numerics/iq2_xxs_grid.h's constexpr arrays (part of the module image: no runtime copy, every device;
 // one copy per including .cu: see the banner).
-// sign_masks[s]: sign pattern s's byte masks (0xff where the weight is negative), elements 0-3 in the low
-// word and 4-7 in the high one: what iq2_xxs_group_isum computes from the index, for the staged routed
-// form to read in one 8-byte shared load (qdot::iq2_xxs_group_isum_masks).
 struct Iq2xxsDeviceTables {
   uint64_t grid[256];
-  uint64_t sign_masks[128];
   uint8_t signs[128];
 };
-constexpr uint64_t iq2xxs_sign_mask(uint32_t pattern) {
-  uint64_t m = 0;
-  for (int j = 0; j < 8; ++j)
-    if ((pattern >> j) & 1u) m |= uint64_t{0xff} << (8 * j);
-  return m;
-}
 constexpr Iq2xxsDeviceTables make_iq2xxs_tables() {
   Iq2xxsDeviceTables t{};
   for (int i = 0; i < 256; ++i) t.grid[i] = qref::kIq2xxsGrid[i];
-  for (int i = 0; i < 128; ++i) {
-    t.signs[i] = qref::kIq2xxsSigns[i];
-    t.sign_masks[i] = iq2xxs_sign_mask(qref::kIq2xxsSigns[i]);
-  }
+  for (int i = 0; i < 128; ++i) t.signs[i] = qref::kIq2xxsSigns[i];
   return t;
 }
-// The mask table holds what iq2_xxs_group_isum computes (prmt's byte j = 0xff where bit 8j + 7 of the spread
-// is set), for every sign index: the two forms give the same sums.
-consteval bool iq2xxs_sign_masks_match_spreads() {
-  const auto top_bits = [](uint32_t spread) {
-    uint32_t m = 0;
-    for (int j = 0; j < 4; ++j)
-      if ((spread >> (8 * j + 7)) & 1u) m |= 0xffu << (8 * j);
-    return m;
-  };
-  const Iq2xxsDeviceTables t = make_iq2xxs_tables();
-  for (uint32_t s = 0; s < 128; ++s) {
-    const uint64_t computed = top_bits(qdot::iq2_sign_spread_lo(s)) |
-                              static_cast<uint64_t>(top_bits(qdot::iq2_sign_spread_hi(s))) << 32;
-    if (t.sign_masks[s] != computed) return false;
-  }
-  return true;
-}
-static_assert(iq2xxs_sign_masks_match_spreads(), "IQ2_XXS sign mask table != the computed masks");
 static __device__ const Iq2xxsDeviceTables d_iq2xxs = make_iq2xxs_tables();
 
 template <>
@@ -299,7 +268,7 @@ struct TypeOps<TensorType::kIQ2_XXS> {
   }
   // part_lane for a block in shared memory.
   __device__ static Isum part_lane_shared(const uint8_t* w, const LaneAct& act, int s, const Iq2xxsDeviceTables& t) {
-    return qdot::iq2_xxs_isum_lane_shared(w, act, t.grid, t.sign_masks, s);
+    return qdot::iq2_xxs_isum_lane_shared(w, act, t.grid, s);
   }
   __device__ static Isum add(Isum x, Isum y) { return x + y; }
   __device__ static Isum shfl_xor(Isum x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }

@@ -125,25 +125,6 @@ __device__ __forceinline__ int32_t iq2_xxs_group_isum(uint32_t aw0, uint32_t aw1
   return static_cast<int32_t>(2 * (aw1 >> 28) + 1) * (gsum - msum);
 }
 
-// iq2_xxs_group_isum with the byte masks read from a table (masks[s] = m_lo | m_hi << 32: the values
-// top_bits_to_bytes(iq2_sign_spread_lo / _hi(s)) gives) instead of computed: one 8-byte load in place of
-// two multiplies, a popc, a multiply-add and two prmt per 8 weights.
-__device__ __forceinline__ int32_t iq2_xxs_group_isum_masks(uint32_t aw0, uint32_t aw1, const uint64_t* grid,
-                                                           const uint64_t* masks, const int* a32) {
-  int32_t gsum = 0, msum = 0;
-#pragma unroll
-  for (int l = 0; l < 4; ++l) {
-    const uint64_t gr = grid[(aw0 >> (8 * l)) & 0xff];
-    const uint64_t mk = masks[(aw1 >> (7 * l)) & 127];
-    const uint32_t m_lo = static_cast<uint32_t>(mk), m_hi = static_cast<uint32_t>(mk >> 32);
-    gsum = __dp4a(static_cast<int>(static_cast<uint32_t>(gr) ^ m_lo), a32[2 * l], gsum);
-    msum = __dp4a(static_cast<int>(m_lo), a32[2 * l], msum);
-    gsum = __dp4a(static_cast<int>(static_cast<uint32_t>(gr >> 32) ^ m_hi), a32[2 * l + 1], gsum);
-    msum = __dp4a(static_cast<int>(m_hi), a32[2 * l + 1], msum);
-  }
-  return static_cast<int32_t>(2 * (aw1 >> 28) + 1) * (gsum - msum);
-}
-
 // iq2_xxs_isum over groups [g0, g1).
 __device__ __forceinline__ int32_t iq2_xxs_isum(const BlockIq2Xxs& w, const BlockQ8_K& a, const uint64_t* grid, int g0,
                                                int g1) {
@@ -196,14 +177,12 @@ __device__ __forceinline__ int32_t iq2_xxs_isum_lane(const uint8_t* blk, const L
   return iq2_xxs_group_isum(q[0], q[1], grid, act.w) + iq2_xxs_group_isum(q[2], q[3], grid, act.w + 8);
 }
 
-// iq2_xxs_isum_lane for a block in shared memory (the staged routed form): the generic loads, the sign
-// masks from a table (grid and masks in shared memory).
+// iq2_xxs_isum_lane for a block in shared memory (the staged routed form): the generic loads.
 __device__ __forceinline__ int32_t iq2_xxs_isum_lane_shared(const uint8_t* blk, const LaneAct64& act, const uint64_t* grid,
-                                                           const uint64_t* masks, int s) {
+                                                           int s) {
   uint32_t q[4];
   load_words_align2<4>(blk + 2 + 16 * s, q);
-  return iq2_xxs_group_isum_masks(q[0], q[1], grid, masks, act.w) +
-         iq2_xxs_group_isum_masks(q[2], q[3], grid, masks, act.w + 8);
+  return iq2_xxs_group_isum(q[0], q[1], grid, act.w) + iq2_xxs_group_isum(q[2], q[3], grid, act.w + 8);
 }
 
 // q2_k_isums over sub-blocks [k0, k1) for a 4-byte aligned block: sub-block k's 16 quants are bits
