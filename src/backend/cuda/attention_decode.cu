@@ -438,7 +438,8 @@ __global__ void __launch_bounds__(kWideThreads) attn_out_wide_kernel(AttnArgs a)
 // The scores of passes of many queries: S[t][h][j] = warp_tree(lane chain over c = lane, lane + 32, … of
 // fma(q_h[c], key_j[c], ·)) · scale, the tile kernel's value, with the work laid out so that a shared
 // load feeds four fmas and a dot's tree costs one shuffle: a CTA per (32 heads, query) walks all the
-// query's keys, 8 at a time staged in shared memory (the next 8 in registers while these are folded);
+// query's keys, 8 at a time staged in shared memory (warp w stages key w of each 8; the next 8 in registers
+// while these are folded);
 // warp w holds the queries of heads 4w … 4w + 3 in registers (16 elements per lane each) and runs 32
 // dots at once, lane l's 32 partials (dot k = head k / 8, key k % 8). Their trees: a reduce-scatter over
 // the lanes — at level s (16, 8, …, 1) lane l keeps the dots whose bit s equals its own, sends the
@@ -448,17 +449,15 @@ constexpr int kWideScoreHeads = 32;    // per CTA: 4 per warp
 constexpr int kWideScoreKeys = 8;      // per stage
 constexpr int kWideScoreThreads = 256;
 
-// Stage j0's keys of this thread: element e = tid + 256·i (i < 16) of the stage's 8 × kMaxDim, key
-// e / kMaxDim, column e % kMaxDim (0 beyond the keys or columns).
+// Stage j0's key of this thread's warp (key j0 + warp; a stage is one key per warp): its columns lane +
+// 32·i (0 beyond the keys or columns). One key pointer per thread (attn_key reads comp_index for CSA).
 __device__ __forceinline__ void load_score_stage(const AttnArgs& a, int64_t t, int64_t p, int64_t lo, int64_t nraw,
-                                                 int64_t nk, int64_t j0, int tid, float (&kr)[16]) {
-  static_assert(kWideScoreKeys * kMaxDim == 16 * kWideScoreThreads, "16 elements per thread and stage");
+                                                 int64_t nk, int64_t j0, int lane, int warp, float (&kr)[kDimPerLane]) {
+  static_assert(kWideScoreKeys * 32 == kWideScoreThreads, "one key per warp and stage");
+  const int64_t j = j0 + warp;
+  const float* key = j < nk ? attn_key(a, a.t0 + t, p, lo, nraw, j) : nullptr;
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    const int e = tid + kWideScoreThreads * i, jj = e / kMaxDim, c = e % kMaxDim;
-    const int64_t j = j0 + jj;
-    kr[i] = j < nk && c < a.d ? attn_key(a, a.t0 + t, p, lo, nraw, j)[c] : 0.0f;
-  }
+  for (int i = 0; i < kDimPerLane; ++i) kr[i] = key != nullptr && lane + 32 * i < a.d ? key[lane + 32 * i] : 0.0f;
 }
 
 // One level of the reduce-scatter: lane l keeps v[k] (bit kS of l clear) or v[k + kS] (set) for k < kS and
@@ -504,13 +503,13 @@ __global__ void __launch_bounds__(kWideScoreThreads) attn_score_wide_kernel(Attn
   if (nc < 0) return;  // CTA-uniform: the out kernels write NaN
   const int64_t nk = nraw + nc;
   const int steps = static_cast<int>((a.d + 31) / 32);  // chain elements per lane (the last may be partial)
-  float kr[16];
-  load_score_stage(a, t, p, lo, nraw, nk, 0, tid, kr);
+  float kr[kDimPerLane];
+  load_score_stage(a, t, p, lo, nraw, nk, 0, lane, warp, kr);
   for (int64_t j0 = 0; j0 < nk; j0 += kWideScoreKeys) {
 #pragma unroll
-    for (int i = 0; i < 16; ++i) (&keys[0][0])[tid + kWideScoreThreads * i] = kr[i];
+    for (int i = 0; i < kDimPerLane; ++i) keys[warp][lane + 32 * i] = kr[i];
     __syncthreads();
-    if (j0 + kWideScoreKeys < nk) load_score_stage(a, t, p, lo, nraw, nk, j0 + kWideScoreKeys, tid, kr);
+    if (j0 + kWideScoreKeys < nk) load_score_stage(a, t, p, lo, nraw, nk, j0 + kWideScoreKeys, lane, warp, kr);
     float v[32];
 #pragma unroll
     for (int k = 0; k < 32; ++k) v[k] = 0.0f;
