@@ -14,8 +14,8 @@
 // 32 activation rows as 4 n8 tiles, so a thread holds 16 elements (rows g, g + 8 of its warp's 16 with
 // g = lane / 4; activation rows 2·(lane % 4) and + 1 of each tile). The CTA's 64 weight blocks (34 bytes,
 // 2-byte aligned: copied as the 9 aligned words that cover each, read with a funnel shift) and 32
-// activation blocks go to shared memory by 4-byte cp.async, four stages deep in the visiting order (the
-// loads of three blocks in flight while one is computed; rows 12 words apart: the fragment reads of 8
+// activation blocks go to shared memory by 4-byte cp.async, six stages deep in the visiting order (two
+// blocks computed between barriers while the next four load; rows 12 words apart: the fragment reads of 8
 // rows × 4 words hit 32 distinct banks). The activation row of element (o, r) is the general product's
 // (ProductArgs: act_div, act_group_rows — a group boundary only at a multiple of 64 rows).
 #include <cstdint>
@@ -47,7 +47,8 @@ constexpr int64_t kMmaMinRows = 64;
 // starts 2·b mod 4 bytes into its first word; an even block's cover takes 2 bytes of the next block or of
 // the row's padding, never past the row).
 constexpr int kCoverWords = 9;
-constexpr int kStages = 4;  // blocks in flight: the loads of 3 blocks overlap the compute of one
+constexpr int kStages = 6;  // stages: two blocks computed between barriers while four more load
+constexpr int kAhead = kStages - 2;
 
 struct MmaStage {
   uint32_t wq[kMmaRows][kPitch];  // weight block covers (9 words)
@@ -121,32 +122,25 @@ __global__ void __launch_bounds__(kMmaThreads, 3) product_mma_q8_0_kernel(MmaArg
       for (int k = 0; k < kLevels; ++k) S[k][e] = 0.0f;
     }
 
-    // The loader runs kStages − 1 blocks ahead of the compute, in the visiting order.
+    // The loader runs kAhead blocks ahead of the compute, in the visiting order, a commit group per block;
+    // the compute takes two blocks per barrier.
     __syncthreads();  // the previous row tile's last stages are read before they are refilled
     int ld_m = 0;
     int64_t ld_b = 0;  // leaf 0's first block (every row has one)
     bool ld_more = true;
 #pragma unroll
-    for (int i = 0; i < kStages - 1; ++i) {
+    for (int i = 0; i < kAhead; ++i) {
       if (ld_more) {
         if (i > 0) ld_more = next_block<kLevels>(ld_m, ld_b, a.nb);
         if (ld_more) issue(ld_b, i * kStageBytes);
       }
       preload::cp_async_commit();
     }
-    unsigned ld_off = (kStages - 1) * kStageBytes;  // the stage the loader fills next
+    unsigned ld_off = kAhead * kStageBytes;  // the stage the loader fills next
     int m = 0, buf = 0;
     int64_t b = 0;
-    for (;;) {
-      preload::cp_async_wait_group<kStages - 2>();  // this thread's copies of block b have landed
-      __syncthreads();                              // everyone's; the stage refilled next is read
-      if (ld_more) {
-        ld_more = next_block<kLevels>(ld_m, ld_b, a.nb);
-        if (ld_more) issue(ld_b, ld_off);
-      }
-      preload::cp_async_commit();
-      ld_off = ld_off + kStageBytes == kStages * kStageBytes ? 0u : ld_off + kStageBytes;
-
+    // Block b from stage buf into the chains, then the leaves that end with it; false after the last block.
+    const auto step = [&]() {
       const MmaStage& s = stage[buf];
       const int wr = 16 * warp;
       const uint32_t* W0 = s.wq[wr + g];
@@ -174,10 +168,24 @@ __global__ void __launch_bounds__(kMmaThreads, 3) product_mma_q8_0_kernel(MmaArg
       // The leaves that end here: m, and those without blocks before the next block's leaf.
       const int end_m = more ? next_m : 32;
       for (int mm = m; mm < end_m; ++mm) end_leaf<kLevels, kElems>(mm, S, chain);
-      if (!more) break;
       m = next_m;
       b = next_b;
-      buf = (buf + 1) % kStages;
+      buf = buf + 1 == kStages ? 0 : buf + 1;
+      return more;
+    };
+    for (;;) {
+      preload::cp_async_wait_group<kAhead - 2>();  // this thread's copies of the next two blocks have landed
+      __syncthreads();                             // everyone's; the stages refilled next were read
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        if (ld_more) {
+          ld_more = next_block<kLevels>(ld_m, ld_b, a.nb);
+          if (ld_more) issue(ld_b, ld_off);
+        }
+        preload::cp_async_commit();
+        ld_off = ld_off + kStageBytes == kStages * kStageBytes ? 0u : ld_off + kStageBytes;
+      }
+      if (!step() || !step()) break;
     }
     preload::cp_async_wait_all();
 
