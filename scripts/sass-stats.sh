@@ -4,9 +4,10 @@
 # disassembles it (cuobjdump + nvdisasm from NVIDIA's PyPI wheels, pinned with their hashes in
 # requirements-sass.lock and installed into .venv-sass on first use) and prints per kernel: registers,
 # spills, shared memory, SASS instructions, and for each loop (a backward branch spanning at least
-# --min-loop instructions) its length and instruction mix. The SASS itself is left in --out.
+# --min-loop instructions, default 40; --innermost: only those with no such loop inside) its length and
+# instruction mix over every path. --out FILE keeps the SASS.
 #
-#   scripts/sass-stats.sh src/backend/cuda/matmul_mma.cu [--kernel REGEX] [--min-loop N] [--out FILE]
+#   scripts/sass-stats.sh src/backend/cuda/matmul_mma.cu [--kernel REGEX] [--min-loop N] [--innermost] [--out FILE]
 #
 # Why: GPU time is scarce; counting what a loop issues per block (an address conversion per cp.async,
 # a software f16 conversion, register moves around a merge) can be done here. The 2026-12-07 session
@@ -15,12 +16,13 @@
 # the wheels need PyPI once (the lock pins them), nothing else does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-src="" kernel="" min_loop=40 out=""
+src="" kernel="" min_loop=40 out="" innermost=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --kernel) kernel=$2; shift ;;
     --min-loop) min_loop=$2; shift ;;
     --out) out=$2; shift ;;
+    --innermost) innermost=1 ;;
     -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "sass-stats.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) src=$1 ;;
@@ -50,9 +52,10 @@ if ! (cd "$(dirname "$rsp")/../.." && "$NVCC" --options-file "$rsp_abs" -O3 -DND
 fi
 PATH="$bin:$PATH" cuobjdump -sass "$tmp/k.o" > "$tmp/k.sass"
 [ -n "$out" ] && cp "$tmp/k.sass" "$out"
-python3 - "$tmp/k.sass" "$tmp/ptxas.txt" "$kernel" "$min_loop" <<'PY'
+python3 - "$tmp/k.sass" "$tmp/ptxas.txt" "$kernel" "$min_loop" "$innermost" <<'PY'
 import re, sys, collections
 sass, ptxas, pattern, min_loop = open(sys.argv[1]).read(), open(sys.argv[2]).read(), sys.argv[3], int(sys.argv[4])
+innermost = sys.argv[5] == '1'
 # ptxas --resource-usage: "Compiling entry function 'NAME'" then its registers / spills / smem.
 usage, name = {}, None
 for line in ptxas.splitlines():
@@ -80,7 +83,11 @@ for func in re.split(r'\n\s*Function : ', sass)[1:]:
             lo = int(m.group(1), 16)
             body = [x for x in ins if lo <= x[0] <= a]
             if len(body) >= min_loop: loops.append((lo, a, body))
-    seen = set()  # an unrolled loop's early exits give many back edges over the same body: print it once
+    # --innermost: only loops with no other loop of --min-loop instructions inside (an unrolled loop's
+    # early exits give many back edges over nested bodies).
+    if innermost:
+        loops = [l for l in loops if not any(o is not l and l[0] <= o[0] and o[1] <= l[1] for o in loops)]
+    seen = set()  # the same body reached by several back edges: print it once
     for lo, hi, body in sorted(loops, key=lambda l: l[0]):
         mix = collections.Counter(opcode(t) for _, t in body)
         key = (len(body), mix.most_common(3)[0])
