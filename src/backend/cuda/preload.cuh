@@ -6,7 +6,7 @@
 //
 //   prefetch_l2:    a byte range into L2 (cp.async.bulk.prefetch: no registers, no completion to wait
 //                   for; the later loads hit L2 instead of HBM).
-//   cp_async16 / cp_async4: 16 / 4 bytes global → shared, asynchronous; cp_async_wait_all() waits for
+//   cp_async16 / cp_async4_at: 16 / 4 bytes global → shared, asynchronous; cp_async_wait_all() waits for
 //                   the thread's copies (then __syncthreads makes them visible to the CTA);
 //                   cp_async_commit / cp_async_wait_group<n> pipeline them in groups.
 //   BulkStage:      global → shared by the copy engine (cp.async.bulk, completing on an mbarrier): one
@@ -45,13 +45,9 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 }
 
 // 4 bytes global → shared (cp.async.ca: sizes below 16 bytes go through L1); both addresses 4-byte aligned.
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(gmem) : "memory");
-}
-
-// The same with the destination as a shared-window address (__cvta_generic_to_shared of it, computed once
-// outside a loop: the conversion is several instructions per copy otherwise).
+// The destination is a shared-window address (__cvta_generic_to_shared of a shared pointer, computed once
+// outside the copy loops: the conversion is several instructions per copy, ~150 of the ~350 per block of
+// the Q8_0 tensor-core loop when each copy converted its own).
 __device__ __forceinline__ void cp_async4_at(unsigned smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem), "l"(gmem) : "memory");
 }
