@@ -17,7 +17,7 @@ struct CudaKernelForms {
   bool staged_loads = true;  // one-lane block types staged through shared memory in runs of 32 blocks
   bool hc_cluster = true;    // hc_pre_norm as one cluster kernel
   bool attn_decode = true;   // attention's decode forms for passes of up to 16 queries
-  bool attn_wide = true;     // attention's out form for passes of ≥ 16 queries: softmax once, 64 heads × 64 columns per CTA
+  bool attn_wide = true;     // attention of passes of ≥ 16 queries: scores of 32 dots per warp, softmax once, outputs by 64 × 64 tiles
   bool stream_products = true;  // many-row one-row products streamed by a resident grid (with staged_loads)
   bool fused_quant = true;  // producers given MatmulConsumers quantize their output for them (no extra kernel)
   bool hc_side = true;      // hc_pre_norm's Sinkhorn as a side launch beside the chain (with hc_cluster)
