@@ -414,18 +414,12 @@ __global__ void __launch_bounds__(kWideThreads) attn_out_wide_kernel(AttnArgs a)
     if (h >= a.H) break;
     if (a.unrope_n_rot > 0) {
       // rope(o, H, p0, n_rot, freqs, inverse) on the head's trailing n_rot columns: pair k = columns
-      // (d − n_rot + 2k, +1), columns (c0 + 2m, c0 + 2m + 1) of this thread (d − n_rot and c0 are even);
-      // the tile kernel's products and sums in its order.
+      // (d − n_rot + 2k, +1), columns (c0 + 2m, c0 + 2m + 1) of this thread (d − n_rot and c0 are even):
+      // rope_pair, the tile kernel's products and sums in its order.
 #pragma unroll
       for (int m = 0; m < 2; ++m) {
         const int64_t tail = c0 + 2 * m - (a.d - a.unrope_n_rot);
-        if (tail >= 0 && c0 + 2 * m + 1 < a.d) {
-          float cs, sn;
-          rowops::rope_cs(p, a.unrope_freqs[tail / 2], true, cs, sn);
-          const float ve = v[i][2 * m], vo = v[i][2 * m + 1];
-          v[i][2 * m] = ve * cs - vo * sn;
-          v[i][2 * m + 1] = ve * sn + vo * cs;
-        }
+        if (tail >= 0 && c0 + 2 * m + 1 < a.d) rowops::rope_pair(v[i], m, p, a.unrope_freqs[tail / 2], true);
       }
     }
     float* out = row_ptr<float>(a.o, a.o_nb, a.t0 + t) + h * a.d;
