@@ -468,6 +468,9 @@ __device__ __forceinline__ void scatter_tree_level(float (&v)[32], int lane) {
 }
 
 // grid (⌈H / kWideScoreHeads⌉, n), kWideScoreThreads threads. Writes a.ncomp (CTA 0 of each query) and S.
+// kFullDim: d == kMaxDim (DS4's 512), so every lane's chain has kDimPerLane elements and the per-element
+// predicates go (SASS: ~200 of the loop's ~1100 instructions per 8 keys were those compares and selects).
+template <bool kFullDim>
 __global__ void __launch_bounds__(kWideScoreThreads) attn_score_wide_kernel(AttnArgs a) {
   __shared__ float keys[kWideScoreKeys][kMaxDim];
   __shared__ int32_t s_nc;
@@ -483,7 +486,7 @@ __global__ void __launch_bounds__(kWideScoreThreads) attn_score_wide_kernel(Attn
 #pragma unroll
     for (int i = 0; i < kDimPerLane; ++i) {
       const int64_t c = lane + 32 * i;
-      qv[hh][i] = h0 + hh < a.H && c < a.d ? qt[(h0 + hh) * a.d + c] : 0.0f;
+      qv[hh][i] = h0 + hh < a.H && (kFullDim || c < a.d) ? qt[(h0 + hh) * a.d + c] : 0.0f;
     }
   if (warp == 0) {
     const int32_t nc = warp_comp_keys(a, t, lane);
@@ -496,7 +499,7 @@ __global__ void __launch_bounds__(kWideScoreThreads) attn_score_wide_kernel(Attn
   const int64_t nc = s_nc;
   if (nc < 0) return;  // CTA-uniform: the out kernels write NaN
   const int64_t nk = nraw + nc;
-  const int steps = static_cast<int>((a.d + 31) / 32);  // chain elements per lane (the last may be partial)
+  const int steps = kFullDim ? kDimPerLane : static_cast<int>((a.d + 31) / 32);  // chain elements per lane (the last may be partial)
   float kr[kDimPerLane];
   load_score_stage(a, t, p, lo, nraw, nk, 0, lane, warp, kr);
   for (int64_t j0 = 0; j0 < nk; j0 += kWideScoreKeys) {
@@ -509,8 +512,8 @@ __global__ void __launch_bounds__(kWideScoreThreads) attn_score_wide_kernel(Attn
     for (int k = 0; k < 32; ++k) v[k] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kDimPerLane; ++i) {
-      if (i >= steps) break;                  // CTA-uniform
-      if (lane + 32 * i < a.d) {              // the chain's elements only (an fma with 0 could turn −0 into +0)
+      if (!kFullDim && i >= steps) break;                  // CTA-uniform
+      if (kFullDim || lane + 32 * i < a.d) {              // the chain's elements only (an fma with 0 could turn −0 into +0)
         float kv[kWideScoreKeys];
 #pragma unroll
         for (int jj = 0; jj < kWideScoreKeys; ++jj) kv[jj] = keys[jj][lane + 32 * i];
@@ -552,7 +555,10 @@ bool wide_attention_fits(const CudaBackend& be, const AttnArgs& a) {
 
 void enqueue_wide_attention_scores(CudaBackend& be, const AttnArgs& a) {
   const dim3 grid(static_cast<unsigned>((a.H + kWideScoreHeads - 1) / kWideScoreHeads), static_cast<unsigned>(a.n));
-  be.launch("attn_score_wide_kernel", attn_score_wide_kernel, grid, kWideScoreThreads, 0, a);
+  if (a.d == kMaxDim)
+    be.launch("attn_score_wide_kernel", attn_score_wide_kernel<true>, grid, kWideScoreThreads, 0, a);
+  else
+    be.launch("attn_score_wide_kernel", attn_score_wide_kernel<false>, grid, kWideScoreThreads, 0, a);
 }
 
 void enqueue_wide_attention_out(CudaBackend& be, const AttnArgs& a) {
