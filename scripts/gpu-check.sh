@@ -23,7 +23,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 base_tar="" out=${OUT:-} budget=560 profile_prompts="8 4096" skip_tests=0 layers="" forms=0
-forms_list="none staged-loads hc-cluster hc-side attn-decode attn-wide stream-products fused-quant norm-rope-batch indexer-tile routed-staged mma-products grouped-experts float-tiles"
+forms_list="none staged-loads hc-cluster hc-side moe-side attn-decode attn-wide stream-products fused-quant norm-rope-batch indexer-tile routed-staged mma-products grouped-experts float-tiles"
 while [ $# -gt 0 ]; do
   case "$1" in
     --base-tar) base_tar=$2; shift ;;

@@ -60,6 +60,7 @@ Result<backend::BackendOptions> backend_options_from_flags() {
       if (form == "staged-loads") o.cuda_staged_loads = false;
       else if (form == "hc-cluster") o.cuda_hc_cluster = false;
       else if (form == "hc-side") o.cuda_hc_side = false;
+      else if (form == "moe-side") o.cuda_moe_side = false;
       else if (form == "attn-decode") o.cuda_attn_decode = false;
       else if (form == "attn-wide") o.cuda_attn_wide = false;
       else if (form == "stream-products") o.cuda_stream_products = false;
@@ -72,7 +73,7 @@ Result<backend::BackendOptions> backend_options_from_flags() {
       else if (form == "routed-staged") o.cuda_routed_staged = false;
       else
         return invalid_argument("--cuda-disable: expected none or a comma-separated list of staged-loads, "
-                                "hc-cluster, hc-side, attn-decode, attn-wide, stream-products, fused-quant, norm-rope-batch, indexer-tile, routed-staged, mma-products, grouped-experts, float-tiles; got '" + form + "'");
+                                "hc-cluster, hc-side, moe-side, attn-decode, attn-wide, stream-products, fused-quant, norm-rope-batch, indexer-tile, routed-staged, mma-products, grouped-experts, float-tiles; got '" + form + "'");
       at = comma + 1;
     }
   }

@@ -30,7 +30,7 @@ constexpr FlagSpec kFlags[] = {
      "before it); results are identical"},
     {"cuda-disable", "DSV4_CUDA_DISABLE", "none",
      "cuda backend: optional kernel forms to leave out, comma-separated: staged-loads (Q8_0 blocks staged through shared memory), hc-cluster (HC pre and "
-     "the input norm as one cluster kernel), hc-side (that kernel's Sinkhorn as a side launch beside the next kernels), attn-decode (attention's decode forms), attn-wide (the attention of prefill chunks of 16 or more tokens: scores of 32 dots per warp, one softmax pass, outputs by 64 heads × 64 columns per CTA), stream-products (many-row "
+     "the input norm as one cluster kernel), hc-side (that kernel's Sinkhorn as a side launch beside the next kernels), moe-side (decode: the shared expert's kernels as side launches beside the routed experts'), attn-decode (attention's decode forms), attn-wide (the attention of prefill chunks of 16 or more tokens: scores of 32 dots per warp, one softmax pass, outputs by 64 heads × 64 columns per CTA), stream-products (many-row "
      "decode products streamed by a resident grid), fused-quant (norms quantize their output for the matmuls "
      "that read it), norm-rope-batch (the attention block's norms and rotations as one launch), indexer-tile (the indexer's scores by tiles of entries), routed-staged (routed expert rows staged whole by cp.async), mma-products (Q8_0 products of 64 or more activation rows on the tensor cores), grouped-experts (prefill's routed IQ2_XXS / Q2_K experts on the tensor cores, pairs grouped by expert), float-tiles (F32/F16/BF16 products of 16 or more activation rows by register tiles); none = use all. Results are "
      "identical; for timing each form"},

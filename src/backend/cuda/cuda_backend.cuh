@@ -107,7 +107,7 @@ class CudaBackend final : public backend::Backend {
   // flush; launch errors are recorded there under `name`.
   template <typename... Params, typename... Args>
   void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
-    launch_as(false, name, kernel, grid, block, smem, std::forward<Args>(args)...);
+    launch_as(side_scope_, name, kernel, grid, block, smem, std::forward<Args>(args)...);
   }
   // launch, or when `side` a side launch (StepGraph::begin_side_launch): off the chain, joined by
   // join_side(); a side kernel writes only what the ops that join read (never a twin).
@@ -183,6 +183,21 @@ class CudaBackend final : public backend::Backend {
     CudaBackend& be_;
     bool was_;
   };
+  // While a SideScope lives, launch() makes side launches (StepGraph::begin_side_launch): a chain of
+  // kernels off the step's chain, each starting once the chain kernel before it and the side kernel
+  // before it have completed. The op that opens it must join_side() before a chain kernel reads what
+  // they write, and they write no twin (moe's shared expert: only its combine reads its output).
+  class SideScope {
+   public:
+    SideScope(CudaBackend& be, bool on) : be_(be), was_(be.side_scope_) { be_.side_scope_ = on; }
+    ~SideScope() { be_.side_scope_ = was_; }
+    SideScope(const SideScope&) = delete;
+    SideScope& operator=(const SideScope&) = delete;
+
+   private:
+    CudaBackend& be_;
+    bool was_;
+  };
   // Drops the twins whose float rows overlap y's bytes.
   void twins_note_write(const backend::Tensor& y);
 
@@ -225,6 +240,7 @@ class CudaBackend final : public backend::Backend {
   int device_ = 0;
   bool graphs_ = true;
   bool twin_scope_ = false;
+  bool side_scope_ = false;
   CudaKernelForms forms_;
   cudaStream_t stream_ = nullptr;
   StepGraph steps_;

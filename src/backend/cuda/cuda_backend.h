@@ -21,6 +21,7 @@ struct CudaKernelForms {
   bool stream_products = true;  // many-row one-row products streamed by a resident grid (with staged_loads)
   bool fused_quant = true;  // producers given MatmulConsumers quantize their output for them (no extra kernel)
   bool hc_side = true;      // hc_pre_norm's Sinkhorn as a side launch beside the chain (with hc_cluster)
+  bool moe_side = true;     // decode: the shared expert as side launches beside the routed experts
   bool norm_rope_batch = true;  // norm_rope's jobs in one launch (the query heads, kv row, indexer queries)
   bool indexer_tile = true;     // indexer scores by CTA tiles of entries with the query staged once
   bool float_tiles = true;      // float-weight products of ≥ 16 activation rows by register tiles (matmul_float.cu)

@@ -37,6 +37,9 @@ using backend::Tensor;
 namespace {
 
 constexpr int kThreads = 128;
+// moe-side (moe_then): steps of at most this many tokens run the shared expert as side launches (decode
+// and short chunks, whose kernels are latency-bound; prefill chunks fill the GPU with each product).
+constexpr int64_t kMoeSideMaxTokens = 16;
 
 unsigned grid_for(int64_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
 
@@ -659,24 +662,19 @@ void CudaBackend::moe_then(const backend::MoeArgs& m, const HcPostTail* tail) {
   // this order the shared product (fixed weights, loaded before its wait) overlaps the routing kernel,
   // and the routed one runs two launches after the routing: its blocks start once the routing is done,
   // so they prefetch their experts' rows while the shared product runs (matmul_decode.cu).
-  if (shared) {
+  // With moe-side (decode-sized steps) the shared expert's three kernels (gate / up, h, down) are side
+  // launches instead: they run beside the routed experts' chain (all of them latency-bound at a few
+  // tokens) and the combine joins them. Same kernels, same arguments: the same bits.
+  const bool side = shared && forms().moe_side && n <= kMoeSideMaxTokens;
+  const auto shared_gate_up = [&] {
     if (pair_ok(m.gate_sh, m.up_sh)) {
       submit_x(dense(m.gate_sh, D, Is, Gs, &m.up_sh, Us), fgs);
     } else {
       submit_x(dense(m.gate_sh, D, Is, Gs), fgs);
       submit_x(dense(m.up_sh, D, Is, Us), fus);
     }
-  }
-  if (nk > 0) {
-    if (pair_ok(m.gate_exps, m.up_exps)) {  // gate and up in one launch
-      submit_routed_x(routed(m.gate_exps, D, I, K, G, &m.up_exps, U), fg);
-    } else {
-      submit_routed_x(routed(m.gate_exps, D, I, K, G), fg);
-      submit_routed_x(routed(m.up_exps, D, I, K, U), fu);
-    }
-  }
-
-  // 3. h = swiglu_clamp(g, u, limit) for the pairs ([nk][I]) and the shared expert ([n][Is]), quantized for
+  };
+  // h = swiglu_clamp(g, u, limit) for the pairs ([nk][I]) and the shared expert ([n][Is]), quantized for
   // their down products in one launch without storing h (the bits of storing h and quantizing it); for
   // float down weights stored in place of g.
   ActQuantJob h_jobs[2];
@@ -697,13 +695,32 @@ void CudaBackend::moe_then(const backend::MoeArgs& m, const HcPostTail* tail) {
   const void* h_act = nullptr;
   const void* hs_act = nullptr;
   int64_t h_stride = 0, hs_stride = 0;
+  if (side) {  // the shared expert whole, as side launches (each waits for the one before it)
+    const SideScope side_scope(*this, true);
+    shared_gate_up();
+    h_rows(fds, Gs, Us, m.limit_sh, n, Is, hs_off, &hs_act, &hs_stride);
+    enqueue_act_quant_jobs(*this, std::span<const ActQuantJob>(h_jobs, static_cast<size_t>(n_hj)));
+    submit(dense(m.down_sh, Is, D, Ys), hs_act, hs_stride);
+    n_hj = 0;
+  }
+  if (shared && !side) shared_gate_up();
+  if (nk > 0) {
+    if (pair_ok(m.gate_exps, m.up_exps)) {  // gate and up in one launch
+      submit_routed_x(routed(m.gate_exps, D, I, K, G, &m.up_exps, U), fg);
+    } else {
+      submit_routed_x(routed(m.gate_exps, D, I, K, G), fg);
+      submit_routed_x(routed(m.up_exps, D, I, K, U), fu);
+    }
+  }
+
+  // 3. h for the pairs (and the shared expert without moe-side), quantized in one launch.
   if (nk > 0) h_rows(fd, G, U, m.limit_exp, nk, I, h_off, &h_act, &h_stride);
-  if (shared) h_rows(fds, Gs, Us, m.limit_sh, n, Is, hs_off, &hs_act, &hs_stride);
+  if (shared && !side) h_rows(fds, Gs, Us, m.limit_sh, n, Is, hs_off, &hs_act, &hs_stride);
   enqueue_act_quant_jobs(*this, std::span<const ActQuantJob>(h_jobs, static_cast<size_t>(n_hj)));
 
   // 4-5. down per pair and for the shared expert.
   if (nk > 0) submit_routed(routed(m.down_exps, I, D, 1, Y), h_act, h_stride);
-  if (shared) submit(dense(m.down_sh, Is, D, Ys), hs_act, hs_stride);
+  if (shared && !side) submit(dense(m.down_sh, Is, D, Ys), hs_act, hs_stride);
   // 6. combine.
   CombineK c;
   c.y = Y;
@@ -716,6 +733,7 @@ void CudaBackend::moe_then(const backend::MoeArgs& m, const HcPostTail* tail) {
   c.out = static_cast<float*>(m.out.data);
   c.o_stride = m.out.nb[1] / 4;
   if (tail == nullptr) {
+    if (side) join_side();  // Ys comes from the side launches
     launch("combine_kernel", combine_kernel, grid_for(n * D), kThreads, 0, c);
     return;
   }

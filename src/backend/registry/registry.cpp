@@ -30,6 +30,7 @@ cuda::CudaBackendOptions cuda_options(const BackendOptions& options) {
   o.forms.stream_products = options.cuda_stream_products;
   o.forms.fused_quant = options.cuda_fused_quant;
   o.forms.hc_side = options.cuda_hc_side;
+  o.forms.moe_side = options.cuda_moe_side;
   o.forms.norm_rope_batch = options.cuda_norm_rope_batch;
   o.forms.indexer_tile = options.cuda_indexer_tile;
   o.forms.mma_products = options.cuda_mma_products;

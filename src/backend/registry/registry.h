@@ -22,7 +22,7 @@ struct BackendOptions {
   bool cuda_staged_loads = true, cuda_hc_cluster = true, cuda_attn_decode = true, cuda_stream_products = true,
        cuda_fused_quant = true, cuda_hc_side = true, cuda_norm_rope_batch = true,
        cuda_indexer_tile = true, cuda_routed_staged = true,
-       cuda_mma_products = true, cuda_grouped_experts = true, cuda_float_tiles = true, cuda_attn_wide = true;
+       cuda_mma_products = true, cuda_grouped_experts = true, cuda_float_tiles = true, cuda_attn_wide = true, cuda_moe_side = true;
   bool verify = false;                      // --verify cpu: check every op against a CPU backend
 };
 

@@ -422,7 +422,7 @@ TEST_P(CudaModelTest, GraphStepsEqualEagerLaunches) {
 TEST_P(CudaModelTest, OptionalFormsLeftOutGiveTheSameBits) {
   backend::BackendOptions o;
   o.cuda_staged_loads = o.cuda_hc_cluster = o.cuda_attn_decode = o.cuda_attn_wide = o.cuda_stream_products = o.cuda_fused_quant =
-      o.cuda_hc_side = o.cuda_norm_rope_batch = o.cuda_indexer_tile = o.cuda_routed_staged =
+      o.cuda_hc_side = o.cuda_moe_side = o.cuda_norm_rope_batch = o.cuda_indexer_tile = o.cuda_routed_staged =
           o.cuda_mma_products = o.cuda_grouped_experts = o.cuda_float_tiles = false;
   const OtherCuda plain_cuda = other_cuda(o);
   ASSERT_NE(plain_cuda.model, nullptr);
