@@ -14,9 +14,10 @@
 // 32 activation rows as 4 n8 tiles, so a thread holds 16 elements (rows g, g + 8 of its warp's 16 with
 // g = lane / 4; activation rows 2·(lane % 4) and + 1 of each tile). The CTA's 64 weight blocks (34 bytes,
 // 2-byte aligned: copied as the 9 aligned words that cover each, read with a funnel shift) and 32
-// activation blocks go to shared memory by 4-byte cp.async, six stages deep in the visiting order (two
-// blocks computed between barriers while the next four load; rows 12 words apart: the fragment reads of 8
-// rows × 4 words hit 32 distinct banks). The activation row of element (o, r) is the general product's
+// activation blocks go to shared memory by 4-byte cp.async (the lanes of a copy on consecutive words of
+// the CTA's covers: a few cache lines per copy), six stages deep in the visiting order (two blocks
+// computed between barriers while the next four load; rows 12 words apart: the fragment reads of 8 rows ×
+// 4 words hit 32 distinct banks). The activation row of element (o, r) is the general product's
 // (ProductArgs: act_div, act_group_rows — a group boundary only at a multiple of 64 rows).
 #include <cstdint>
 
@@ -47,6 +48,10 @@ constexpr int64_t kMmaMinRows = 64;
 // starts 2·b mod 4 bytes into its first word; an even block's cover takes 2 bytes of the next block or of
 // the row's padding, never past the row).
 constexpr int kCoverWords = 9;
+constexpr int kWWords = kMmaRows * kCoverWords;                            // weight words per stage (576)
+constexpr int kAWords = kMmaCols * kCoverWords;                            // activation words per stage (288)
+constexpr int kWCopies = (kWWords + kMmaThreads - 1) / kMmaThreads;        // a thread's weight copies (5)
+constexpr int kACopies = (kAWords + kMmaThreads - 1) / kMmaThreads;        // a thread's activation copies (3)
 constexpr int kStages = 6;  // stages: two blocks computed between barriers while four more load
 constexpr int kAhead = kStages - 2;
 
@@ -79,39 +84,57 @@ __global__ void __launch_bounds__(kMmaThreads, 3) product_mma_q8_0_kernel(MmaArg
   float* y = blockIdx.z == 0 ? a.y : a.y_z1;
   const int64_t group = a.act_group_rows > 0 ? (o0 / a.act_group_rows) * a.act_group_bytes : 0;
   const int64_t last_row = a.out - 1;
-  // This thread's copies: weight row tid / 2 (words 0-4 or 5-8 of each cover), activation row tid / 4
-  // (words 3q … 3q + 2 of the block's 9: d and the quants; q = tid % 4 < 3). Their destinations in stage
-  // 0 as shared-window addresses, once (stage s is s · sizeof(MmaStage) further).
-  const int w_row = tid >> 1, w_half = tid & 1, a_row = tid >> 2, a_q = tid & 3;
-  const int w_words = w_half == 0 ? 5 : kCoverWords - 5;
-  const uint8_t* w_src = w + (o0 + w_row < last_row ? o0 + w_row : last_row) * a.w_row_bytes + 4 * 5 * w_half;
+  // This thread's copies (flattened: the CTA's 64 weight covers of 9 words, then the 32 activation
+  // blocks' 9 words (d and the quants), as consecutive words j = tid + 128·k, so the 32 lanes of a copy
+  // read ~4 rows' consecutive words: ~5 cache lines per instruction instead of 16, and the shared-memory
+  // data pipe's wavefronts per copy fall with them (ncu: 8.1 per copy, 73 % of that pipe's peak, the
+  // kernel's limit). Weight word j: row j / 9 (clamped to the last row), word j % 9, as a 32-bit offset
+  // from the CTA's first row; its destination in stage 0 as a shared-window address (stage s is
+  // s · sizeof(MmaStage) further). Activation word j: row j / 9 of the row tile, word j % 9 (0: d).
   const unsigned stage0 = static_cast<unsigned>(__cvta_generic_to_shared(&stage[0]));
-  const unsigned w_dst = stage0 + static_cast<unsigned>(reinterpret_cast<const uint8_t*>(&stage[0].wq[w_row][5 * w_half]) -
-                                                        reinterpret_cast<const uint8_t*>(&stage[0]));
-  unsigned a_dst[3];
+  const auto stage_offset = [&](const void* p) {
+    return static_cast<unsigned>(static_cast<const uint8_t*>(p) - reinterpret_cast<const uint8_t*>(&stage[0]));
+  };
+  const uint8_t* w_row0 = w + o0 * a.w_row_bytes;
+  uint32_t w_src[kWCopies];
+  unsigned w_dst[kWCopies];
 #pragma unroll
-  for (int i = 0; i < 3; ++i) {
-    const int k = 3 * (a_q < 3 ? a_q : 0) + i;
-    const void* d = k == 0 ? static_cast<const void*>(&stage[0].ad[a_row]) : static_cast<const void*>(&stage[0].aq[a_row][k - 1]);
-    a_dst[i] = stage0 + static_cast<unsigned>(static_cast<const uint8_t*>(d) - reinterpret_cast<const uint8_t*>(&stage[0]));
+  for (int k = 0; k < kWCopies; ++k) {
+    const int j = tid + kMmaThreads * k < kWWords ? tid + kMmaThreads * k : 0, row = j / kCoverWords, word = j % kCoverWords;
+    const int64_t src_row = o0 + row < last_row ? row : last_row - o0;
+    w_src[k] = static_cast<uint32_t>(src_row * a.w_row_bytes) + 4u * static_cast<uint32_t>(word);
+    w_dst[k] = stage0 + stage_offset(&stage[0].wq[row][word]);
+  }
+  int a_row[kACopies], a_word[kACopies];
+  unsigned a_dst[kACopies];
+#pragma unroll
+  for (int k = 0; k < kACopies; ++k) {
+    const int j = tid + kMmaThreads * k < kAWords ? tid + kMmaThreads * k : 0;
+    a_row[k] = j / kCoverWords;
+    a_word[k] = j % kCoverWords;
+    a_dst[k] = stage0 + stage_offset(a_word[k] == 0 ? static_cast<const void*>(&stage[0].ad[a_row[k]])
+                                                    : static_cast<const void*>(&stage[0].aq[a_row[k]][a_word[k] - 1]));
   }
   constexpr unsigned kStageBytes = sizeof(MmaStage);
 
   for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kMmaCols; r0 < a.rows;
        r0 += static_cast<int64_t>(gridDim.y) * kMmaCols) {
-    const int64_t r_ld = r0 + a_row < a.rows ? r0 + a_row : a.rows - 1;
-    const uint8_t* a_src = a.act + group + (r_ld / a.act_div) * a.act_stride + 4 * 3 * a_q;
+    const uint8_t* a_src[kACopies];
+#pragma unroll
+    for (int k = 0; k < kACopies; ++k) {
+      const int64_t r_ld = r0 + a_row[k] < a.rows ? r0 + a_row[k] : a.rows - 1;
+      a_src[k] = a.act + group + (r_ld / a.act_div) * a.act_stride + 4 * a_word[k];
+    }
     // Block b's copies into the stage at shared offset `off` (a multiple of kStageBytes).
     const auto issue = [&](int64_t b, unsigned off) {
-      const uint8_t* ws = w_src + ((b * static_cast<int64_t>(sizeof(BlockQ8_0))) & ~int64_t{3});
+      const uint8_t* ws = w_row0 + ((b * static_cast<int64_t>(sizeof(BlockQ8_0))) & ~int64_t{3});
 #pragma unroll
-      for (int i = 0; i < 5; ++i)
-        if (i < w_words) preload::cp_async4_at(w_dst + off + 4 * i, ws + 4 * i);
-      if (a_q < 3) {
-        const uint8_t* as = a_src + b * static_cast<int64_t>(sizeof(BlockQ8_0Act));
+      for (int k = 0; k < kWCopies; ++k)
+        if (k + 1 < kWCopies || tid + kMmaThreads * k < kWWords) preload::cp_async4_at(w_dst[k] + off, ws + w_src[k]);
+      const int64_t ab = b * static_cast<int64_t>(sizeof(BlockQ8_0Act));
 #pragma unroll
-        for (int i = 0; i < 3; ++i) preload::cp_async4_at(a_dst[i] + off, as + 4 * i);
-      }
+      for (int k = 0; k < kACopies; ++k)
+        if (k + 1 < kACopies || tid + kMmaThreads * k < kAWords) preload::cp_async4_at(a_dst[k] + off, a_src[k] + ab);
     };
 
     float chain[kElems], S[kLevels][kElems];
@@ -210,7 +233,7 @@ bool enqueue_mma_product(CudaBackend& be, const ProductArgs& p) {
       p.rows < kMmaMinRows || p.in % 32 != 0 || p.in <= 0)
     return false;
   const auto aligned = [](const void* ptr, uintptr_t n) { return reinterpret_cast<uintptr_t>(ptr) % n == 0; };
-  if (!aligned(p.w, 4) || p.w_row_bytes % 4 != 0 || (p.w_z1 != nullptr && !aligned(p.w_z1, 4)) || !aligned(p.act, 4) ||
+  if (!aligned(p.w, 4) || p.w_row_bytes % 4 != 0 || p.w_row_bytes >= (int64_t{1} << 32) / kMmaRows || (p.w_z1 != nullptr && !aligned(p.w_z1, 4)) || !aligned(p.act, 4) ||
       p.act_stride % 4 != 0 || p.act_group_bytes % 4 != 0 || (p.act_group_rows > 0 && p.act_group_rows % kMmaRows != 0) ||
       p.act_div <= 0)
     return false;
