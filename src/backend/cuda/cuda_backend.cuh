@@ -172,31 +172,29 @@ class CudaBackend final : public backend::Backend {
   QuantTwin twins[kMaxTwins];
   int n_twins = 0;
   DeviceScratch twin_scratch[kMaxTwins];
-  class TwinScope {
+  // Sets one of the backend's flags for a scope and restores its value after (TwinScope, SideScope).
+  class FlagScope {
    public:
-    explicit TwinScope(CudaBackend& be) : be_(be), was_(be.twin_scope_) { be_.twin_scope_ = true; }
-    ~TwinScope() { be_.twin_scope_ = was_; }
-    TwinScope(const TwinScope&) = delete;
-    TwinScope& operator=(const TwinScope&) = delete;
+    explicit FlagScope(bool& flag) : flag_(flag), was_(flag) { flag_ = true; }
+    ~FlagScope() { flag_ = was_; }
+    FlagScope(const FlagScope&) = delete;
+    FlagScope& operator=(const FlagScope&) = delete;
 
    private:
-    CudaBackend& be_;
+    bool& flag_;
     bool was_;
+  };
+  class TwinScope : FlagScope {
+   public:
+    explicit TwinScope(CudaBackend& be) : FlagScope(be.twin_scope_) {}
   };
   // While a SideScope lives, launch() makes side launches (StepGraph::begin_side_launch): a chain of
   // kernels off the step's chain, each starting once the chain kernel before it and the side kernel
   // before it have completed. The op that opens it must join_side() before a chain kernel reads what
   // they write, and they write no twin (moe's shared expert: only its combine reads its output).
-  class SideScope {
+  class SideScope : FlagScope {
    public:
-    SideScope(CudaBackend& be, bool on) : be_(be), was_(be.side_scope_) { be_.side_scope_ = on; }
-    ~SideScope() { be_.side_scope_ = was_; }
-    SideScope(const SideScope&) = delete;
-    SideScope& operator=(const SideScope&) = delete;
-
-   private:
-    CudaBackend& be_;
-    bool was_;
+    explicit SideScope(CudaBackend& be) : FlagScope(be.side_scope_) {}
   };
   // Drops the twins whose float rows overlap y's bytes.
   void twins_note_write(const backend::Tensor& y);

@@ -696,7 +696,7 @@ void CudaBackend::moe_then(const backend::MoeArgs& m, const HcPostTail* tail) {
   const void* hs_act = nullptr;
   int64_t h_stride = 0, hs_stride = 0;
   if (side) {  // the shared expert whole, as side launches (each waits for the one before it)
-    const SideScope side_scope(*this, true);
+    const SideScope side_scope(*this);
     shared_gate_up();
     h_rows(fds, Gs, Us, m.limit_sh, n, Is, hs_off, &hs_act, &hs_stride);
     enqueue_act_quant_jobs(*this, std::span<const ActQuantJob>(h_jobs, static_cast<size_t>(n_hj)));
