@@ -61,4 +61,17 @@ bool amx_int8_usable() {
 #endif
 }
 
+bool cpu_is_intel() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool intel = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d) == 0) return false;
+    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;  // "Genu" "ineI" "ntel"
+  }();
+  return intel;
+#else
+  return false;
+#endif
+}
+
 }  // namespace dsv4

@@ -24,4 +24,8 @@ SimdLevel detected_simd_level();
 // ARCH_REQ_XCOMP_PERM, requested here once). Sapphire Rapids and later Xeons; false elsewhere.
 bool amx_int8_usable();
 
+// Whether the CPU is an Intel one (CPUID vendor "GenuineIntel"): kernels whose tuning was measured to
+// differ between Intel and AMD cores (backend/cpu/stream_prefetch.h) ask it. False off x86.
+bool cpu_is_intel();
+
 }  // namespace dsv4

@@ -18,6 +18,7 @@
 #include "backend/cpu/q8_0.h"
 #include "backend/cpu/quant.h"  // kMaxTileCols
 #include "backend/cpu/simd_reduce.h"
+#include "backend/cpu/stream_prefetch.h"
 #include "backend/cpu/tile8_avx2.h"
 
 namespace dsv4::cpu {
@@ -106,12 +107,14 @@ float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* act) {
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(act);
   const int64_t nb = n / 32;
+  const bool prefetch = q8_0_stream_prefetch();
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t c = 0; c * 8 < nb; ++c) {
     const int64_t b0 = c * 8;
     const uint8_t* wc = wp + b0 * kWBytes;
     const uint8_t* ac = ap + b0 * kABytes;
     const int cnt = static_cast<int>(std::min<int64_t>(8, nb - b0));
+    if (prefetch) prefetch_ahead(wc, 8 * kWBytes);  // stream_prefetch.h: on Intel CPUs
     __m256i v[8];
     // Written as one loop of 8 (GCC unrolls it fully; the two-loop form measured 15% slower).
     for (int i = 0; i < 8; ++i) v[i] = i < cnt ? block_dot(wc + i * kWBytes, ac + i * kABytes) : _mm256_setzero_si256();

@@ -18,6 +18,7 @@
 #include "backend/cpu/q8_0.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/simd_reduce.h"
+#include "backend/cpu/stream_prefetch.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -93,6 +94,7 @@ float vec_dot_q8_0_avx512(int64_t n, const void* w, const void* act) {
   const auto* wp = static_cast<const uint8_t*>(w);
   const auto* ap = static_cast<const uint8_t*>(act);
   const int64_t nb = n / 32;
+  const bool prefetch = q8_0_stream_prefetch();
   const __m512i idx_w = lane_offsets(kWBytes), idx_a = lane_offsets(kABytes);
   __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   for (int64_t c = 0; c * 16 < nb; ++c) {
@@ -100,6 +102,7 @@ float vec_dot_q8_0_avx512(int64_t n, const void* w, const void* act) {
     const uint8_t* wc = wp + b0 * kWBytes;
     const uint8_t* ac = ap + b0 * kABytes;
     const int cnt = static_cast<int>(std::min<int64_t>(16, nb - b0));
+    if (prefetch) prefetch_ahead(wc, 16 * kWBytes);  // stream_prefetch.h: on Intel CPUs
     __m512i v[8];
     if (cnt == 16) {
       for (int i = 0; i < 8; ++i)
