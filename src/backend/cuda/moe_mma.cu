@@ -19,8 +19,8 @@
 // A CTA of 4 warps: warp w rows 16w … 16w + 15, the tile's pairs as 4 n8 tiles (the MMAs of tiles past
 // the pair count are skipped), so a thread holds 16 elements (rows g, g + 8 with g = lane / 4; pairs
 // 2·(lane % 4) and + 1 of each n8 tile). Per super-block the CTA's 64 weight blocks and 32 activation
-// blocks (d and the 256 quants; the bsums are not read) go to shared memory by 4-byte cp.async, three
-// stages deep in the visiting order. An IQ2_XXS block (66 bytes, 2-byte aligned) is copied as the 17
+// blocks (d and the 256 quants; the bsums are not read) go to shared memory by 4-byte cp.async (a copy's
+// lanes on consecutive words of the covers and rows), three stages deep in the visiting order. An IQ2_XXS block (66 bytes, 2-byte aligned) is copied as the 17
 // aligned words that cover it (rows start 4-byte aligned and hold an even number of blocks: the cover
 // stays in the row) and read with a funnel shift. Weight rows are 21 words apart (8 rows' same word hit
 // 8 banks), activation rows 72 (a half-warp's 8-byte reads hit 32 banks).
@@ -49,14 +49,18 @@ constexpr int kXStages = 3;
 constexpr int kWPitch = 21;                 // words per staged weight row (Q2_K: 21, IQ2_XXS cover: 17)
 constexpr int kAPitch = 72;                 // words per staged activation row (64 quant words)
 constexpr int kActWords = 65;               // BlockQ8_K's d and quants
-constexpr int kActWordsPerThread = 17;      // 4 threads per pair
 constexpr int64_t kMaxGridY = 65535;
 
+// A stage: the 64 weight covers, then the 32 activation rows as one array: row r's quant word i at
+// a[kALead + r·kAPitch + i] (8-byte aligned: the fragment reads), its d the word before them, so a row's
+// 65 words (d, then the quants: the BlockQ8_K's first 260 bytes) are consecutive in the stage as in memory.
+constexpr int kALead = 2;
 struct XStage {
   uint32_t w[kXRows][kWPitch];
-  uint32_t a[kGroupTile][kAPitch];
-  float ad[kGroupTile];
+  uint32_t a[kALead + kGroupTile * kAPitch];
 };
+__device__ __forceinline__ const uint32_t* act_quants(const XStage& s, int r) { return s.a + kALead + r * kAPitch; }
+__device__ __forceinline__ float act_d(const XStage& s, int r) { return __uint_as_float(s.a[kALead - 1 + r * kAPitch]); }
 
 template <TensorType T>
 struct XType;
@@ -111,7 +115,7 @@ __device__ __forceinline__ void block_step(const XStage& s, int64_t b, int count
 #pragma unroll
       for (int n = 0; n < kXTiles; ++n) {
         if (8 * n >= count) break;  // the same in the whole CTA
-        const uint2 bb = *reinterpret_cast<const uint2*>(&s.a[8 * n + gq][8 * grp + 2 * t4]);
+        const uint2 bb = *reinterpret_cast<const uint2*>(act_quants(s, 8 * n + gq) + 8 * grp + 2 * t4);
         int32_t c[4];
         mma_s8(c, a0, a1, a2, a3, bb.x, bb.y);
         isum[4 * n + 0] += f0 * c[0];
@@ -124,7 +128,7 @@ __device__ __forceinline__ void block_step(const XStage& s, int64_t b, int count
     const float wd0 = f16_to_f32(static_cast<uint16_t>(W0[0] >> dsh)), wd1 = f16_to_f32(static_cast<uint16_t>(W1[0] >> dsh));
 #pragma unroll
     for (int n = 0; n < kXTiles; ++n) {
-      const float ad0 = s.ad[8 * n + 2 * t4], ad1 = s.ad[8 * n + 2 * t4 + 1];
+      const float ad0 = act_d(s, 8 * n + 2 * t4), ad1 = act_d(s, 8 * n + 2 * t4 + 1);
       // iq2_xxs_finish: ((f16(d) · a.d) · (float)isum) · 0.125f.
       chain[4 * n + 0] = chain[4 * n + 0] + ((wd0 * ad0) * static_cast<float>(isum[4 * n + 0])) * 0.125f;
       chain[4 * n + 1] = chain[4 * n + 1] + ((wd0 * ad1) * static_cast<float>(isum[4 * n + 1])) * 0.125f;
@@ -153,7 +157,7 @@ __device__ __forceinline__ void block_step(const XStage& s, int64_t b, int count
 #pragma unroll
       for (int n = 0; n < kXTiles; ++n) {
         if (8 * n >= count) break;
-        const uint2 bb = *reinterpret_cast<const uint2*>(&s.a[8 * n + gq][8 * c + 2 * t4]);
+        const uint2 bb = *reinterpret_cast<const uint2*>(act_quants(s, 8 * n + gq) + 8 * c + 2 * t4);
         mma_s8_acc(csc[n], a0, a1, a2, a3, bb.x, bb.y);
         mma_s8_acc(cm[n], m0, m1, m0, m1, bb.x, bb.y);
       }
@@ -164,7 +168,7 @@ __device__ __forceinline__ void block_step(const XStage& s, int64_t b, int count
     for (int n = 0; n < kXTiles; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float ad = s.ad[8 * n + 2 * t4 + (e & 1)];
+        const float ad = act_d(s, 8 * n + 2 * t4 + (e & 1));
         const float d = e < 2 ? d0 : d1, dm = e < 2 ? dm0 : dm1;
         // q2_k_finish: a.d · ((d · (float)isum_sc) − (dmin · (float)isum_m)). |isum_sc| ≤ 256 · 45 · 128 and
         // |isum_m| ≤ 256 · 15 · 128, both < 2^22: the biased sums convert by one subtraction (not the
@@ -205,38 +209,55 @@ __global__ void __launch_bounds__(kXThreads, 3) routed_mma_kernel(ProductArgs a,
   const uint8_t* w = static_cast<const uint8_t*>(blockIdx.z == 0 ? a.w : a.w_z1) + tile.expert * a.expert_bytes;
   const int64_t nb = a.in / 256;
 
-  // Load items: weight row tid / 2 (half tid % 2 of its words), activation row tid / 4 (a quarter).
-  constexpr int kW = XType<T>::kWords, kWHalf = (kW + 1) / 2;
-  const int w_row = tid >> 1, w_half = tid & 1;
-  const int64_t o_ld = o0 + w_row < a.out ? o0 + w_row : a.out - 1;
-  const uint8_t* w_src = w + o_ld * a.w_row_bytes;
-  const int a_pair = tid >> 2, a_quarter = tid & 3;
-  const int64_t p_ld = pairs[a_pair < count ? a_pair : 0];
-  // Only the n8 tiles that hold pairs are read (block_step skips the others): a tile of 12 pairs (a
-  // 512-token chunk's average) copies 16 activation rows per block, not 32.
-  const bool a_needed = a_pair < ((count + 7) & ~7);
-  const uint8_t* a_src = static_cast<const uint8_t*>(a.act) + (p_ld / a.act_div) * a.act_stride;
+  // Load items. Warp w copies the covers of rows 16w … 16w + 15 two rows at a time (lanes 0-15 the first
+  // 16 words of one row, 16-31 of the next; then the rest of the two covers) and activation rows 8w … 8w + 7
+  // one at a time (words 0-31, 32-63, 64): the lanes of a copy read 1-4 cache lines, where one weight row
+  // per two lanes and one activation row per four lanes read 8-16 (ncu, IQ2_XXS gate/up: 498M
+  // shared-memory wavefronts of the copies beside 701M of the fragment and grid reads, that pipe at 74 % of
+  // its peak). Rows past the output are read as the last row (never written).
+  constexpr int kW = XType<T>::kWords;
+  static_assert(kW > 16 && kW <= 32 && kActWords == 65, "a cover in two copies of 16 lanes; a row in three");
+  const int half = lane >> 4, hl = lane & 15;
+  const int64_t last_rel = a.out - 1 - o0;  // ≥ 0
+  const uint8_t* w_rows = w + o0 * a.w_row_bytes + 4 * hl;
+  // The tile's activation rows (pair order), a pointer each in shared memory; only the n8 tiles that hold
+  // pairs are read (block_step skips the others): a tile of 12 pairs (a 512-token chunk's average) copies
+  // 16 activation rows per block, not 32.
+  __shared__ const uint8_t* a_rows[kGroupTile];
+  if (tid < kGroupTile) {
+    const int64_t p_ld = pairs[tid < count ? tid : 0];
+    a_rows[tid] = static_cast<const uint8_t*>(a.act) + (p_ld / a.act_div) * a.act_stride;
+  }
+  const bool a_copies = 8 * warp < count;  // this warp's 8 activation rows are read (n8 tile `warp` holds pairs)
+  __syncthreads();
   // The copies' destinations: stage0 (the stages' shared-window address, once) plus offsets from the
-  // thread's indices (the generic-to-shared conversion per copy cost several instructions).
+  // indices (the generic-to-shared conversion per copy cost several instructions); each copy's offset from
+  // the thread's first is a constant.
   const unsigned stage0 = static_cast<unsigned>(__cvta_generic_to_shared(&stage[0]));
-  constexpr unsigned kWOff = offsetof(XStage, w), kAOff = offsetof(XStage, a), kAdOff = offsetof(XStage, ad);
+  constexpr unsigned kWOff = offsetof(XStage, w), kAOff = offsetof(XStage, a);
+  const unsigned w_dst = stage0 + kWOff + 4u * static_cast<unsigned>((16 * warp + half) * kWPitch + hl);
+  const unsigned a_dst = stage0 + kAOff + 4u * static_cast<unsigned>(kALead - 1 + 8 * warp * kAPitch + lane);
   // Block b's copies into the stage at shared offset `off` (a multiple of sizeof(XStage)).
   const auto issue = [&](int64_t b, unsigned off) {
-    const unsigned base = stage0 + off;
-    const uint8_t* ws = w_src + ((b * XType<T>::kBlockBytes) & ~int64_t{3});
+    const int64_t cover = (b * XType<T>::kBlockBytes) & ~int64_t{3};
 #pragma unroll
-    for (int i = 0; i < kWHalf; ++i) {
-      const int k = w_half * kWHalf + i;
-      if (k < kW) preload::cp_async4_at(base + kWOff + 4u * static_cast<unsigned>(w_row * kWPitch + k), ws + 4 * k);
+    for (int i = 0; i < 8; ++i) {
+      const int64_t row = 16 * warp + 2 * i + half;
+      const uint8_t* src = w_rows + (row < last_rel ? row : last_rel) * a.w_row_bytes + cover;
+      const unsigned dst = w_dst + off + 4u * static_cast<unsigned>(2 * i * kWPitch);
+      preload::cp_async4_at(dst, src);
+      if (hl < kW - 16) preload::cp_async4_at(dst + 64u, src + 64);
     }
-    const uint8_t* as = a_src + b * static_cast<int64_t>(sizeof(BlockQ8_K));
+    if (a_copies) {
+      const int64_t ab = b * static_cast<int64_t>(sizeof(BlockQ8_K)) + 4 * lane;
 #pragma unroll
-    for (int i = 0; i < kActWordsPerThread; ++i) {
-      const int k = a_quarter * kActWordsPerThread + i;
-      if (a_needed && k < kActWords)
-        preload::cp_async4_at(base + (k == 0 ? kAdOff + 4u * static_cast<unsigned>(a_pair)
-                                             : kAOff + 4u * static_cast<unsigned>(a_pair * kAPitch + k - 1)),
-                              as + 4 * k);
+      for (int i = 0; i < 8; ++i) {
+        const uint8_t* src = a_rows[8 * warp + i] + ab;
+        const unsigned dst = a_dst + off + 4u * static_cast<unsigned>(i * kAPitch);
+        preload::cp_async4_at(dst, src);
+        preload::cp_async4_at(dst + 128u, src + 128);
+        if (lane == 0) preload::cp_async4_at(dst + 256u, src + 256);
+      }
     }
   };
   constexpr unsigned kStageBytes = sizeof(XStage);
