@@ -13,6 +13,12 @@
 // before the current chunk's fmas and stored after them (one barrier per chunk). A chunk is stored
 // permuted, column j at [j % 32][j / 32], so lane l's 4 columns of the chunk (l, l + 32, l + 64, l + 96,
 // in its chain's order) are one 16-byte read per row. Weights are widened to float when stored.
+// Bank layout: a staged row is kFPitch = 144 floats, float4 slot s at float 4s + 4·(s / 8) (a 16-byte gap
+// after every 8 slots; rows 16 banks apart). The stores write one float at a time: a warp's 32 lanes hold
+// two weight rows' 16-byte loads (F16: lanes 0-15 columns 8q … 8q + 7 of one row) or one activation row's,
+// and without the gaps a store's lanes hit 4 (weights) or 8 (activations) banks: 8- and 4-way conflicts,
+// ~1,300 shared-memory wavefronts per CTA and chunk against 512 cycles of fmas. With them every store is
+// one wavefront and the reads (a row's 32 slots, 16 bytes each) stay at four.
 // Applies to rows of a multiple of 128 columns, 16-byte aligned rows and activations, no expert ids;
 // the rest goes to product_kernel.
 #include <cstdint>
@@ -36,19 +42,29 @@ constexpr int kFChunk = 128;                     // columns per shared-memory ch
 constexpr int64_t kFMinRows = 16;                // activation rows from which this form is used
 constexpr int64_t kFMaxGridY = 65535;
 
+constexpr int kFPitch = 144;  // floats per staged row: 32 float4 slots and a 4-float gap after every 8
+static_assert(kFPitch % 32 == 16 && kFPitch >= 32 * 4 + 4 * 4, "rows 16 banks apart; the gaps fit");
 struct FloatStage {
-  float4 x[kFCols][32];  // [r][lane] = columns lane, lane + 32, lane + 64, lane + 96 of the chunk
-  float4 w[kFRows][32];
+  float x[kFCols * kFPitch];  // row r's slot l = columns l, l + 32, l + 64, l + 96 of the chunk
+  float w[kFRows * kFPitch];
 };
+constexpr int kFSmemBytes = 2 * static_cast<int>(sizeof(FloatStage));  // dynamic: over the 48 KiB static limit
 
-// Column c of a chunk as its permuted float slot.
-__device__ __forceinline__ float& slot(float4 (&row)[32], int c) {
-  return reinterpret_cast<float*>(&row[c & 31])[c >> 5];
+// Float index of slot l of a staged row.
+__device__ __forceinline__ int slot_at(int l) { return 4 * l + 4 * (l >> 3); }
+// Column c of a chunk in staged row `row` (its float index).
+__device__ __forceinline__ float& slot(float* rows, int row, int c) {
+  return rows[row * kFPitch + slot_at(c & 31) + (c >> 5)];
+}
+// Slot l of staged row `row` as one 16-byte read.
+__device__ __forceinline__ float4 slot4(const float* rows, int row, int l) {
+  return *reinterpret_cast<const float4*>(rows + row * kFPitch + slot_at(l));
 }
 
 template <typename Ops>
 __global__ void __launch_bounds__(kFThreads, 2) product_float_tile_kernel(ProductArgs a) {
-  __shared__ FloatStage stage[2];
+  extern __shared__ __align__(16) unsigned char float_smem[];
+  FloatStage* stage = reinterpret_cast<FloatStage*>(float_smem);
   prefetch_weight_rows(a, blockIdx.x * static_cast<int64_t>(kFRows), kFRows);
   wait_for_producer();
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -88,15 +104,15 @@ __global__ void __launch_bounds__(kFThreads, 2) product_float_tile_kernel(Produc
         float v[Ops::kVec];
         Ops::unpack(wv[k], v);
 #pragma unroll
-        for (int u = 0; u < Ops::kVec; ++u) slot(s.w[row], q * Ops::kVec + u) = v[u];
+        for (int u = 0; u < Ops::kVec; ++u) slot(s.w, row, q * Ops::kVec + u) = v[u];
       }
 #pragma unroll
       for (int k = 0; k < kXLoads; ++k) {
         const int item = tid + k * kFThreads, t = item / (kFChunk / 4), q = item % (kFChunk / 4);
-        slot(s.x[t], 4 * q + 0) = xv[k].x;
-        slot(s.x[t], 4 * q + 1) = xv[k].y;
-        slot(s.x[t], 4 * q + 2) = xv[k].z;
-        slot(s.x[t], 4 * q + 3) = xv[k].w;
+        slot(s.x, t, 4 * q + 0) = xv[k].x;
+        slot(s.x, t, 4 * q + 1) = xv[k].y;
+        slot(s.x, t, 4 * q + 2) = xv[k].z;
+        slot(s.x, t, 4 * q + 3) = xv[k].w;
       }
     };
 
@@ -117,10 +133,10 @@ __global__ void __launch_bounds__(kFThreads, 2) product_float_tile_kernel(Produc
       const FloatStage& s = stage[buf];
       float4 wr[kFRowsPerWarp];
 #pragma unroll
-      for (int i = 0; i < kFRowsPerWarp; ++i) wr[i] = s.w[kFRowsPerWarp * warp + i][lane];
+      for (int i = 0; i < kFRowsPerWarp; ++i) wr[i] = slot4(s.w, kFRowsPerWarp * warp + i, lane);
 #pragma unroll
       for (int t = 0; t < kFCols; ++t) {
-        const float4 xr = s.x[t][lane];
+        const float4 xr = slot4(s.x, t, lane);
 #pragma unroll
         for (int i = 0; i < kFRowsPerWarp; ++i) {  // columns lane, +32, +64, +96: the chain's order
           p[i][t] = hd::fma(wr[i].x, xr.x, p[i][t]);
@@ -166,8 +182,11 @@ bool enqueue_float_tile_product(CudaBackend& be, const ProductArgs& p) {
   dispatch_type(p.type, [&](auto ops) {
     using Ops = decltype(ops);
     if constexpr (Ops::kLanes == 0) {
-      be.launch("product_float_tile_kernel", product_float_tile_kernel<Ops>, grid, kFThreads, 0, p);
+      static const cudaError_t attr = cudaFuncSetAttribute(product_float_tile_kernel<Ops>,
+                                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kFSmemBytes);
       launched = true;
+      if (attr != cudaSuccess) return be.check(attr, "cudaFuncSetAttribute (product_float_tile_kernel)");
+      be.launch("product_float_tile_kernel", product_float_tile_kernel<Ops>, grid, kFThreads, kFSmemBytes, p);
     }
   });
   return launched;
