@@ -170,25 +170,30 @@ __global__ void __launch_bounds__(kThreads) attn_score_tile_kernel(AttnArgs a) {
 // p_j as p_s[head][key] (read 4 keys at a time as broadcasts): per 4 keys and warp three 16-byte shared
 // loads and 8 fmas, where a warp per head issued a shuffle and a shared load per key (the MIO pipe's
 // ~16 operations per key per CTA held 640 keys at 15.8 µs).
+// Prefill passes (≥ kOutWideQueries queries: CTAs enough) run kHpw = 4 heads per warp: per 4 keys and warp
+// five 16-byte shared loads and 16 fmas instead of three and 8 (the MIO pipe bounds the kernel), the keys
+// staged once for 16 heads; a decode step keeps 2 (8 heads per CTA: CTAs for every SM).
 constexpr int kOutWarps = kOutHeads / 2;
 constexpr int kOutThreads = 32 * kOutWarps;
 constexpr int kOutKeysPerWarp = kOutStage / kOutWarps;  // keys a warp loads per stage (32: one per lane's pointer)
 constexpr int kOutRow = kOutStage + 4;                  // padded row of keys_t / p_s
+constexpr int64_t kOutWideQueries = 16;
 static_assert(kOutKeysPerWarp == 32, "a lane resolves the pointer of one of its warp's keys");
 
 // Stage j0's operands of this thread into registers: kr[g][i] = key (j0 + 32·warp + 4g + i)[c] (0 beyond
 // the keys or columns); pr[e][m] = p_(j0 + lane + 32·m) = exp(l − M_e) of the warp's head e (0 beyond or
 // without a head).
+template <int kHpw>
 __device__ __forceinline__ void load_out_stage(const AttnArgs& a, int64_t t, int64_t p, int64_t lo, int64_t nraw,
-                                               int64_t nk, int64_t j0, int64_t c, const float* const (&P)[2],
-                                               const float (&M)[2], int lane, int warp, float (&kr)[8][4],
-                                               float (&pr)[2][kOutStage / 32]) {
+                                               int64_t nk, int64_t j0, int64_t c, const float* const (&P)[kHpw],
+                                               const float (&M)[kHpw], int lane, int warp, float (&kr)[8][4],
+                                               float (&pr)[kHpw][kOutStage / 32]) {
   const int64_t nj = std::min<int64_t>(kOutStage, nk - j0);
   const int64_t mine = 32 * warp + lane;  // the key whose pointer this lane resolves
   const unsigned long long ptr =
       mine < nj ? reinterpret_cast<unsigned long long>(attn_key(a, a.t0 + t, p, lo, nraw, j0 + mine)) : 0ull;
 #pragma unroll
-  for (int e = 0; e < 2; ++e)
+  for (int e = 0; e < kHpw; ++e)
 #pragma unroll
     for (int m = 0; m < kOutStage / 32; ++m) {
       const int64_t jj = lane + 32 * m;
@@ -203,62 +208,73 @@ __device__ __forceinline__ void load_out_stage(const AttnArgs& a, int64_t t, int
     }
 }
 
-// grid (⌈d / 32⌉, ⌈H / kOutHeads⌉, n), kOutThreads threads.
+// grid (⌈d / 32⌉, ⌈H / (kOutWarps·kHpw)⌉, n), kOutThreads threads; warp w the heads kHpw·w … kHpw·w + kHpw − 1.
+template <int kHpw>
 __global__ void __launch_bounds__(kOutThreads) attn_out_tile_kernel(AttnArgs a) {
   __shared__ __align__(16) float keys_t[32][kOutRow];
-  __shared__ __align__(16) float p_s[kOutHeads][kOutRow];
+  __shared__ __align__(16) float p_s[kOutWarps * kHpw][kOutRow];
   wait_for_producer();
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int64_t t = blockIdx.z, c = static_cast<int64_t>(blockIdx.x) * 32 + lane;
-  const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kOutHeads + 2 * warp;
-  const int64_t hs[2] = {h0, h0 + 1};
-  const bool active[2] = {c < a.d && hs[0] < a.H, c < a.d && hs[1] < a.H};
+  const int64_t h0 = static_cast<int64_t>(blockIdx.y) * (kOutWarps * kHpw) + kHpw * warp;
+  int64_t hs[kHpw];
+  bool active[kHpw];
+#pragma unroll
+  for (int e = 0; e < kHpw; ++e) {
+    hs[e] = h0 + e;
+    active[e] = c < a.d && hs[e] < a.H;
+  }
   const int64_t nc = a.ncomp[t];
   const int64_t p = a.p0 + a.t0 + t;
   // nc < 0: a comp_index entry beyond capacity (the CPU fails the step): NaN, never a bad read.
-  float v[2] = {quiet_nan(), quiet_nan()};
+  float v[kHpw];
+#pragma unroll
+  for (int e = 0; e < kHpw; ++e) v[e] = quiet_nan();
   if (nc >= 0) {  // CTA-uniform
     const int64_t lo = raw_first(a, p), nraw = p - lo + 1, nk = nraw + nc;
-    const float* P[2];
-    float M[2];
+    const float* P[kHpw];
+    float M[kHpw];
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
+    for (int e = 0; e < kHpw; ++e) {
       P[e] = hs[e] < a.H ? a.S + (t * a.H + hs[e]) * a.maxk : nullptr;  // the logits
       M[e] = P[e] != nullptr ? rowops::std_max(a.sinks[hs[e]], detail::logits_max(P[e], nk, lane)) : 0.0f;
     }
-    float kr[8][4], pr[2][kOutStage / 32];
-    float acc[2] = {0.0f, 0.0f}, part[2] = {0.0f, 0.0f};
-    if (nk > 0) load_out_stage(a, t, p, lo, nraw, nk, 0, c, P, M, lane, warp, kr, pr);
+    float kr[8][4], pr[kHpw][kOutStage / 32];
+    float acc[kHpw], part[kHpw];
+#pragma unroll
+    for (int e = 0; e < kHpw; ++e) acc[e] = part[e] = 0.0f;
+    if (nk > 0) load_out_stage<kHpw>(a, t, p, lo, nraw, nk, 0, c, P, M, lane, warp, kr, pr);
     for (int64_t j0 = 0; j0 < nk; j0 += kOutStage) {
       const int nj = static_cast<int>(std::min<int64_t>(kOutStage, nk - j0));
 #pragma unroll
       for (int g = 0; g < 8; ++g)
         *reinterpret_cast<float4*>(&keys_t[lane][32 * warp + 4 * g]) = make_float4(kr[g][0], kr[g][1], kr[g][2], kr[g][3]);
 #pragma unroll
-      for (int e = 0; e < 2; ++e)
+      for (int e = 0; e < kHpw; ++e)
 #pragma unroll
         for (int m = 0; m < kOutStage / 32; ++m) {
-          p_s[2 * warp + e][lane + 32 * m] = pr[e][m];
+          p_s[kHpw * warp + e][lane + 32 * m] = pr[e][m];
           if (32 * m + lane < nj) part[e] = part[e] + pr[e][m];  // den's lane partial: j ≡ lane mod 32, ascending
         }
       __syncthreads();
-      if (j0 + kOutStage < nk) load_out_stage(a, t, p, lo, nraw, nk, j0 + kOutStage, c, P, M, lane, warp, kr, pr);
+      if (j0 + kOutStage < nk)
+        load_out_stage<kHpw>(a, t, p, lo, nraw, nk, j0 + kOutStage, c, P, M, lane, warp, kr, pr);
       const float* kt = keys_t[lane];
-      const float* p0 = p_s[2 * warp];
-      const float* p1 = p_s[2 * warp + 1];
+      const float* pw = p_s[kHpw * warp];  // the warp's heads' rows, kOutRow apart
       const int n4 = nj / 4;
-      const auto four = [&](int q) {  // keys 4q … 4q + 3 into both chains, in key order
+      const auto four = [&](int q) {  // keys 4q … 4q + 3 into every chain, in key order
         const float4 k = *reinterpret_cast<const float4*>(kt + 4 * q);
-        const float4 x = *reinterpret_cast<const float4*>(p0 + 4 * q);
-        const float4 y = *reinterpret_cast<const float4*>(p1 + 4 * q);
-        acc[0] = hd::fma(x.x, k.x, acc[0]);
-        acc[1] = hd::fma(y.x, k.x, acc[1]);
-        acc[0] = hd::fma(x.y, k.y, acc[0]);
-        acc[1] = hd::fma(y.y, k.y, acc[1]);
-        acc[0] = hd::fma(x.z, k.z, acc[0]);
-        acc[1] = hd::fma(y.z, k.z, acc[1]);
-        acc[0] = hd::fma(x.w, k.w, acc[0]);
-        acc[1] = hd::fma(y.w, k.w, acc[1]);
+        float4 x[kHpw];
+#pragma unroll
+        for (int e = 0; e < kHpw; ++e) x[e] = *reinterpret_cast<const float4*>(pw + e * kOutRow + 4 * q);
+#pragma unroll
+        for (int e = 0; e < kHpw; ++e) acc[e] = hd::fma(x[e].x, k.x, acc[e]);
+#pragma unroll
+        for (int e = 0; e < kHpw; ++e) acc[e] = hd::fma(x[e].y, k.y, acc[e]);
+#pragma unroll
+        for (int e = 0; e < kHpw; ++e) acc[e] = hd::fma(x[e].z, k.z, acc[e]);
+#pragma unroll
+        for (int e = 0; e < kHpw; ++e) acc[e] = hd::fma(x[e].w, k.w, acc[e]);
       };
       if (n4 == kOutStage / 4) {  // a full stage, unrolled: the loads issue ahead of the chains
 #pragma unroll
@@ -266,20 +282,19 @@ __global__ void __launch_bounds__(kOutThreads) attn_out_tile_kernel(AttnArgs a) 
       } else {
         for (int q = 0; q < n4; ++q) four(q);
       }
-      for (int j = 4 * n4; j < nj; ++j) {  // the stage's last keys (none past nj: an fma with 0 could turn −0 into +0)
-        acc[0] = hd::fma(p0[j], kt[j], acc[0]);
-        acc[1] = hd::fma(p1[j], kt[j], acc[1]);
-      }
+      for (int j = 4 * n4; j < nj; ++j)  // the stage's last keys (none past nj: an fma with 0 could turn −0 into +0)
+#pragma unroll
+        for (int e = 0; e < kHpw; ++e) acc[e] = hd::fma(pw[e * kOutRow + j], kt[j], acc[e]);
       __syncthreads();
     }
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
+    for (int e = 0; e < kHpw; ++e) {
       const float sum = rowops::warp_tree(part[e]);
       if (active[e]) v[e] = hd::div(acc[e], det::exp(a.sinks[hs[e]] - M[e]) + sum);
     }
   }
 #pragma unroll
-  for (int e = 0; e < 2; ++e) {
+  for (int e = 0; e < kHpw; ++e) {
     if (a.unrope_n_rot > 0) {
       // rope(o, H, p0, n_rot, freqs, inverse) on the head's trailing n_rot columns: pair k = columns
       // (d − n_rot + 2k, +1), lanes (2i, 2i + 1) of this warp (d − n_rot and the tile's start are even);
@@ -568,9 +583,14 @@ void enqueue_wide_attention_out(CudaBackend& be, const AttnArgs& a) {
 }
 
 void enqueue_decode_attention_out(CudaBackend& be, const AttnArgs& a) {
-  const dim3 grid(static_cast<unsigned>((a.d + 31) / 32), static_cast<unsigned>((a.H + kOutHeads - 1) / kOutHeads),
-                  static_cast<unsigned>(a.n));
-  be.launch("attn_out_tile_kernel", attn_out_tile_kernel, grid, kOutThreads, 0, a);
+  const auto grid = [&](int heads) {
+    return dim3(static_cast<unsigned>((a.d + 31) / 32), static_cast<unsigned>((a.H + heads - 1) / heads),
+                static_cast<unsigned>(a.n));
+  };
+  if (a.n >= kOutWideQueries)
+    be.launch("attn_out_tile_kernel<4>", attn_out_tile_kernel<4>, grid(kOutWarps * 4), kOutThreads, 0, a);
+  else
+    be.launch("attn_out_tile_kernel<2>", attn_out_tile_kernel<2>, grid(kOutWarps * 2), kOutThreads, 0, a);
 }
 
 }  // namespace detail
