@@ -3,7 +3,10 @@
 // register; the tail uses masked loads and mask3 fma so lanes past n keep their value.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "backend/cpu/float_types.h"
+#include "backend/cpu/quant.h"  // kMaxTileCols
 #include "backend/cpu/simd_reduce.h"
 
 namespace dsv4::cpu {
@@ -55,67 +58,87 @@ float vec_dot(int64_t n, const void* w, const void* xv) {
   return reduce_partials32_avx512(lo, hi);
 }
 
-// R rows × C columns: per (row, column) exactly vec_dot's fmas in vec_dot's order (two 16-lane
-// accumulators, the same masked tail and reduction), but each weight vector is loaded and widened once
-// for C columns and each activation vector once for R rows (matmul: the widening and the loads, not the
-// fmas, were the limit of one dot at a time).
-template <typename L, int R, int C>
-void tile_block(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* xb, int64_t x_stride, float* out,
-                int64_t out_stride) {
-  __m512 lo[R][C], hi[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) lo[r][c] = hi[r][c] = _mm512_setzero_ps();
-  auto x = [&](int c) { return reinterpret_cast<const float*>(xb + c * x_stride); };
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m512 wl[R], wh[R];
-    for (int r = 0; r < R; ++r) wl[r] = L::full(w + r * w_stride, i), wh[r] = L::full(w + r * w_stride, i + 16);
-    for (int c = 0; c < C; ++c) {
-      const __m512 xl = _mm512_loadu_ps(x(c) + i), xh = _mm512_loadu_ps(x(c) + i + 16);
-      for (int r = 0; r < R; ++r) {
-        lo[r][c] = _mm512_fmadd_ps(wl[r], xl, lo[r][c]);
-        hi[r][c] = _mm512_fmadd_ps(wh[r], xh, hi[r][c]);
-      }
-    }
-  }
-  if (i < n) {
-    const int64_t rem = n - i;
-    const __mmask16 mlo = rem >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << rem) - 1);
-    const __mmask16 mhi = rem > 16 ? static_cast<__mmask16>((1u << (rem - 16)) - 1) : static_cast<__mmask16>(0);
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) {
-        lo[r][c] = _mm512_mask3_fmadd_ps(L::part(w + r * w_stride, i, mlo), _mm512_maskz_loadu_ps(mlo, x(c) + i), lo[r][c], mlo);
-        if (mhi)
-          hi[r][c] = _mm512_mask3_fmadd_ps(L::part(w + r * w_stride, i + 16, mhi), _mm512_maskz_loadu_ps(mhi, x(c) + i + 16),
-                                           hi[r][c], mhi);
-      }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) out[c * out_stride + r] = reduce_partials32_avx512(lo[r][c], hi[r][c]);
+// ---- tile (matmul): nr rows x nc columns per call -------------------------------------------------
+//
+// Per (row, column) exactly vec_dot's fmas in vec_dot's order: accumulator lo sees the elements i with
+// i % 32 < 16 and hi the others, each in increasing i, then the same masked tail and tree. The two
+// are computed one after the other (pass h = 0: lo, 1: hi), over spans of kSpan elements whose weight
+// rows and columns stay in L1 across both passes, with the accumulators kept in memory between spans.
+// A pass holds R × C accumulators (R ≤ 2 rows, C ≤ 8 columns: 16 zmm) with each row's weights
+// converted once for C columns (F16's vcvtph2ps shares the fma ports: 2 conversions per 16 fmas) and
+// each column loaded once for R rows. The form before (whole rows, 2 × 4 accumulator pairs, weights
+// and four 16 KiB columns streamed from L2 at n = 4096) reached 21-23 % of the FMA peak in `bench
+// kernels` (Intel Xeon VM, 2026-12-07), below the AVX2 tile's absolute speed.
+constexpr int64_t kSpan = 512;  // 2 KiB per F16 weight row pair, 2 KiB per column: 18 KiB in L1
+
+// Keeps v in a register: otherwise GCC folds the load into every fma that uses it (one load per use).
+template <typename V>
+inline void in_register(V& v) {
+  __asm__("" : "+v"(v));
 }
 
-// Rows in pairs (a last single row alone), columns in fours (the last 1-3 as one block).
-template <typename L, int R>
-void tile_rows(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* x, int64_t x_stride, int nc, float* out,
-               int64_t out_stride) {
-  int c = 0;
-  for (; c + 4 <= nc; c += 4) tile_block<L, R, 4>(n, w, w_stride, x + c * x_stride, x_stride, out + c * out_stride, out_stride);
-  switch (nc - c) {
-    case 3: tile_block<L, R, 3>(n, w, w_stride, x + c * x_stride, x_stride, out + c * out_stride, out_stride); break;
-    case 2: tile_block<L, R, 2>(n, w, w_stride, x + c * x_stride, x_stride, out + c * out_stride, out_stride); break;
-    case 1: tile_block<L, R, 1>(n, w, w_stride, x + c * x_stride, x_stride, out + c * out_stride, out_stride); break;
-    default: break;
+template <typename L, int R, int C>
+inline void tile_span(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride, int64_t i0,
+                      int64_t i1, int h, int c0, __m512 (*acc)[kMaxTileCols][2]) {
+  __m512 a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) a[r][c] = acc[r][c0 + c][h];
+  for (int64_t i = i0 + 16 * h; i < i1; i += 32) {
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) {
+      wv[r] = L::full(w + r * w_stride, i);
+      in_register(wv[r]);
+    }
+    for (int c = 0; c < C; ++c) {
+      __m512 xv = _mm512_loadu_ps(reinterpret_cast<const float*>(act + (c0 + c) * act_stride) + i);
+      in_register(xv);
+      for (int r = 0; r < R; ++r) a[r][c] = _mm512_fmadd_ps(wv[r], xv, a[r][c]);
+    }
   }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c0 + c][h] = a[r][c];
 }
 
 template <typename L>
-void vec_dot_tile(int64_t n, const void* w, int64_t w_stride, const void* act, int64_t act_stride, int nr, int nc,
+void vec_dot_tile(int64_t n, const void* wv, int64_t w_stride, const void* av, int64_t act_stride, int nr, int nc,
                   float* out, int64_t out_stride) {
-  const auto* wp = static_cast<const uint8_t*>(w);
-  const auto* xp = static_cast<const uint8_t*>(act);
-  int r = 0;
-  for (; r + 2 <= nr; r += 2) tile_rows<L, 2>(n, wp + r * w_stride, w_stride, xp, act_stride, nc, out + r, out_stride);
-  if (r < nr) tile_rows<L, 1>(n, wp + r * w_stride, w_stride, xp, act_stride, nc, out + r, out_stride);
+  using SpanFn = void (*)(const uint8_t*, int64_t, const uint8_t*, int64_t, int64_t, int64_t, int, int,
+                          __m512 (*)[kMaxTileCols][2]);
+  static_assert(kMaxTileCols == 8, "columns of one pass");
+  static constexpr SpanFn kSpanFn[2][8] = {
+      {tile_span<L, 1, 1>, tile_span<L, 1, 2>, tile_span<L, 1, 3>, tile_span<L, 1, 4>, tile_span<L, 1, 5>,
+       tile_span<L, 1, 6>, tile_span<L, 1, 7>, tile_span<L, 1, 8>},
+      {tile_span<L, 2, 1>, tile_span<L, 2, 2>, tile_span<L, 2, 3>, tile_span<L, 2, 4>, tile_span<L, 2, 5>,
+       tile_span<L, 2, 6>, tile_span<L, 2, 7>, tile_span<L, 2, 8>},
+  };
+  const auto* w = static_cast<const uint8_t*>(wv);
+  const auto* act = static_cast<const uint8_t*>(av);
+  __m512 acc[4][kMaxTileCols][2];
+  for (auto& row : acc)
+    for (auto& col : row)
+      for (auto& v : col) v = _mm512_setzero_ps();
+  const int64_t whole = n / 32 * 32;
+  for (int64_t i0 = 0; i0 < whole; i0 += kSpan) {
+    const int64_t i1 = std::min(whole, i0 + kSpan);
+    for (int r = 0; r < nr; r += 2)
+      for (int h = 0; h < 2; ++h)
+        kSpanFn[std::min(2, nr - r) - 1][nc - 1](w + r * w_stride, w_stride, act, act_stride, i0, i1, h, 0, acc + r);
+  }
+  for (int r = 0; r < nr; ++r)
+    for (int c = 0; c < nc; ++c) {
+      __m512& lo = acc[r][c][0];
+      __m512& hi = acc[r][c][1];
+      if (whole < n) {  // vec_dot's masked tail
+        const uint8_t* wr = w + r * w_stride;
+        const float* x = reinterpret_cast<const float*>(act + c * act_stride);
+        const int64_t rem = n - whole;
+        const __mmask16 mlo = rem >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << rem) - 1);
+        const __mmask16 mhi = rem > 16 ? static_cast<__mmask16>((1u << (rem - 16)) - 1) : static_cast<__mmask16>(0);
+        lo = _mm512_mask3_fmadd_ps(L::part(wr, whole, mlo), _mm512_maskz_loadu_ps(mlo, x + whole), lo, mlo);
+        if (mhi) hi = _mm512_mask3_fmadd_ps(L::part(wr, whole + 16, mhi), _mm512_maskz_loadu_ps(mhi, x + whole + 16), hi, mhi);
+      }
+      out[c * out_stride + r] = reduce_partials32_avx512(lo, hi);
+    }
 }
 
 }  // namespace
