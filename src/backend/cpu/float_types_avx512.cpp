@@ -66,9 +66,10 @@ float vec_dot(int64_t n, const void* w, const void* xv) {
 // rows and columns stay in L1 across both passes, with the accumulators kept in memory between spans.
 // A pass holds R × C accumulators (R ≤ 2 rows, C ≤ 8 columns: 16 zmm) with each row's weights
 // converted once for C columns (F16's vcvtph2ps shares the fma ports: 2 conversions per 16 fmas) and
-// each column loaded once for R rows. The form before (whole rows, 2 × 4 accumulator pairs, weights
-// and four 16 KiB columns streamed from L2 at n = 4096) reached 21-23 % of the FMA peak in `bench
-// kernels` (Intel Xeon VM, 2026-12-07), below the AVX2 tile's absolute speed.
+// each column loaded once for R rows. Against the form before (whole rows, 2 × 4 accumulator pairs:
+// weights and four 16 KiB columns streamed from L2 at n = 4096), `bench kernels` 4096 × 4096 on an Intel
+// Xeon VM (2026-12-07, interleaved, 2 rounds): 2 threads F32 57-60 → 74-77 GFLOP/s, F16 88-90 → 110-114
+// (64 columns) and 77-84 → 100-103 (512); 1 thread F32 28-30 → 35-39, F16 47 → 58 (64 columns).
 constexpr int64_t kSpan = 512;  // 2 KiB per F16 weight row pair, 2 KiB per column: 18 KiB in L1
 
 // Keeps v in a register: otherwise GCC folds the load into every fma that uses it (one load per use).
@@ -79,10 +80,10 @@ inline void in_register(V& v) {
 
 template <typename L, int R, int C>
 inline void tile_span(const uint8_t* w, int64_t w_stride, const uint8_t* act, int64_t act_stride, int64_t i0,
-                      int64_t i1, int h, int c0, __m512 (*acc)[kMaxTileCols][2]) {
+                      int64_t i1, int h, __m512 (*acc)[kMaxTileCols][2]) {
   __m512 a[R][C];
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) a[r][c] = acc[r][c0 + c][h];
+    for (int c = 0; c < C; ++c) a[r][c] = acc[r][c][h];
   for (int64_t i = i0 + 16 * h; i < i1; i += 32) {
     __m512 wv[R];
     for (int r = 0; r < R; ++r) {
@@ -90,19 +91,19 @@ inline void tile_span(const uint8_t* w, int64_t w_stride, const uint8_t* act, in
       in_register(wv[r]);
     }
     for (int c = 0; c < C; ++c) {
-      __m512 xv = _mm512_loadu_ps(reinterpret_cast<const float*>(act + (c0 + c) * act_stride) + i);
+      __m512 xv = _mm512_loadu_ps(reinterpret_cast<const float*>(act + c * act_stride) + i);
       in_register(xv);
       for (int r = 0; r < R; ++r) a[r][c] = _mm512_fmadd_ps(wv[r], xv, a[r][c]);
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c0 + c][h] = a[r][c];
+    for (int c = 0; c < C; ++c) acc[r][c][h] = a[r][c];
 }
 
 template <typename L>
 void vec_dot_tile(int64_t n, const void* wv, int64_t w_stride, const void* av, int64_t act_stride, int nr, int nc,
                   float* out, int64_t out_stride) {
-  using SpanFn = void (*)(const uint8_t*, int64_t, const uint8_t*, int64_t, int64_t, int64_t, int, int,
+  using SpanFn = void (*)(const uint8_t*, int64_t, const uint8_t*, int64_t, int64_t, int64_t, int,
                           __m512 (*)[kMaxTileCols][2]);
   static_assert(kMaxTileCols == 8, "columns of one pass");
   static constexpr SpanFn kSpanFn[2][8] = {
@@ -122,7 +123,7 @@ void vec_dot_tile(int64_t n, const void* wv, int64_t w_stride, const void* av, i
     const int64_t i1 = std::min(whole, i0 + kSpan);
     for (int r = 0; r < nr; r += 2)
       for (int h = 0; h < 2; ++h)
-        kSpanFn[std::min(2, nr - r) - 1][nc - 1](w + r * w_stride, w_stride, act, act_stride, i0, i1, h, 0, acc + r);
+        kSpanFn[std::min(2, nr - r) - 1][nc - 1](w + r * w_stride, w_stride, act, act_stride, i0, i1, h, acc + r);
   }
   for (int r = 0; r < nr; ++r)
     for (int c = 0; c < nc; ++c) {
