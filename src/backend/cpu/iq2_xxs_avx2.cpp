@@ -142,7 +142,7 @@ struct RowConsts {
 // One block's sign bytes (ksigns_iq2xs: 7-bit fields spread to bytes, parity in bit 7) and (2·ls + 1)
 // words (both 16-bit halves of each dword), dword order [groups 0, 1, 4, 5 | 2, 3, 6, 7] (kPos), stored:
 // f[0] = signs, f[1] = scales. x + (x & m) moves the bits under m up by one, so three such steps put
-// the fields at bytes 0-3 (ls dropped first); the parity is that of the two nibbles (a vpshufb each).
+// the fields at bytes 0-3 (ls dropped first); the parity is that of the two nibbles' XOR (a vpshufb).
 __attribute__((always_inline)) inline void row_fields(const BlockIq2Xxs& w, const RowConsts& c, __m256i* f) {
   const uint8_t* qs = reinterpret_cast<const uint8_t*>(w.qs);
   const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));       // groups 0-3
@@ -153,8 +153,9 @@ __attribute__((always_inline)) inline void row_fields(const BlockIq2Xxs& w, cons
   x = _mm256_add_epi32(x, _mm256_and_si256(x, c.up7));
   x = _mm256_add_epi32(x, _mm256_and_si256(x, c.up15));
   x = _mm256_add_epi32(x, _mm256_and_si256(x, c.up23));
-  const __m256i par = _mm256_xor_si256(_mm256_shuffle_epi8(c.ptab, _mm256_and_si256(x, c.lo4)),
-                                       _mm256_shuffle_epi8(c.ptab, _mm256_and_si256(_mm256_srli_epi16(x, 4), c.lo4)));
+  // parity(byte) = parity(low nibble ^ high nibble): one vpshufb (vpsrlw moves the next byte's bits
+  // into bits 4-7 only, which the mask drops).
+  const __m256i par = _mm256_shuffle_epi8(c.ptab, _mm256_and_si256(_mm256_xor_si256(x, _mm256_srli_epi16(x, 4)), c.lo4));
   __m256i sc = _mm256_or_si256(_mm256_srli_epi32(a1, 27), _mm256_set1_epi32(1));
   sc = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
   _mm256_store_si256(f, _mm256_or_si256(x, par));
@@ -179,7 +180,10 @@ __attribute__((always_inline)) inline __m256i row_block_dot(const BlockIq2Xxs& w
   for (int g = 0; g < 8; ++g) {
     const int half = (g >> 1) & 1, k = kPos[g];
     const __m256i gv = grid4(qs + 8 * g);
-    const __m256i t = _mm256_and_si256(_mm256_shuffle_epi8(sx[half], c.spread[k]), c.bits);
+    // spread[2], spread[3] as memory operands in the fast path: pinned, they left too few ymm registers
+    // and GCC spilled (and re-stored) two of them in every block.
+    const __m256i sp = Exact || k < 2 ? c.spread[k] : load_const(kConsts.spread[k]);
+    const __m256i t = _mm256_and_si256(_mm256_shuffle_epi8(sx[half], sp), c.bits);
     __m256i d;
     if constexpr (Exact) {
       const __m256i m = _mm256_cmpeq_epi8(t, _mm256_load_si256(&a.bm[kb][g]));
@@ -190,6 +194,15 @@ __attribute__((always_inline)) inline __m256i row_block_dot(const BlockIq2Xxs& w
     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(d, group_scale(ss[half], k)));
   }
   return acc;
+}
+
+// The dots of a chunk whose activation holds a −128 somewhere (rare: a NaN input), out of line: with
+// both paths in the block loop GCC spilled constants of the fast one and tested the exact mask per block.
+__attribute__((noinline)) void rows_chunk_dots_mixed(const BlockIq2Xxs* wb, const __m256i (*fields)[2], const ActChunk& a,
+                                                     int count, const RowConsts& c, __m256i* p) {
+  for (int k = 0; k < count; ++k)
+    p[k] = (a.exact >> k) & 1 ? row_block_dot<true>(wb[k], fields[k], a, k, c)
+                              : row_block_dot<false>(wb[k], fields[k], a, k, c);
 }
 
 // The f32 step of one chunk (iq2_xxs.h's order): lane j += ((d_w · d_x) · (float)isum) · 0.125f for the
@@ -229,10 +242,12 @@ __attribute__((always_inline)) inline void rows_chunk(const void* w, int64_t w_s
     prefetch_ahead(wb, count * static_cast<int64_t>(sizeof(BlockIq2Xxs)));  // stream_prefetch.h
 #pragma GCC unroll 1
     for (int k = 0; k < count; ++k) row_fields(wb[k], c, fields[k]);
+    if (a.exact == 0) {
 #pragma GCC unroll 1
-    for (int k = 0; k < count; ++k)
-      p[k] = (a.exact >> k) & 1 ? row_block_dot<true>(wb[k], fields[k], a, k, c)
-                                : row_block_dot<false>(wb[k], fields[k], a, k, c);
+      for (int k = 0; k < count; ++k) p[k] = row_block_dot<false>(wb[k], fields[k], a, k, c);
+    } else {
+      rows_chunk_dots_mixed(wb, fields, a, count, c, p);
+    }
     add_chunk(block_scales(wb, count), dx, sum_lanes8_avx2(p), count, acc[r][t & 3]);
   }
 }
