@@ -23,6 +23,25 @@
 // sign XOR activation sign), b = vpsignb(grid, m | 1) and vpmaddubsw(xa, b) (|.| <= 2·128·43 = 11008,
 // q8 = −128 exact since |q8| is the unsigned operand). Either way vpmaddwd with (2·ls + 1) -> int32:
 // the same integer sums, so the same bits.
+//
+// Cost of the fast path per super-block (object code, GCC 12): the grid is 32 index byte loads + 32
+// qword broadcasts + 24 vpblendd (11 uops per group), the signs 8 x (vpshufb, vpand, vpaddb, vpsignb),
+// the dots 8 activation loads + 8 x (vpmaddubsw, vpshufd, vpmaddwd, vpaddd), the fields pass ~25:
+// ~190 fused uops, ~80 loads, ~110 vector-ALU uops. On an Ice Lake-class Xeon (2.8 GHz, 2 vCPUs) the
+// 5-wide rename, the two load ports and the three vector ports all bind near 38-40 cycles per
+// super-block, so every trade of one for another measured even or slower (below); ~4.2-4.4 GB/s (35 %
+// of the read bandwidth) is what this scheme gives there. Ablations (L2-resident 128 x 4096, prepared
+// rows): no grid lookup at all 1.47x, no fields pass 1.12-1.16x, no sign step 1.09x — the grid alone
+// keeps AVX2 from the 60 % the AVX-512 VBMI kernel (in-register vpermb lookups) reaches.
+// Measured slower on that machine and dropped (ratio to the kept code): grid indices by one 32-bit
+// load + shifts 0.94-0.97; two indices per 16-bit load 0.99-1.02; vpblendd straight from a padded
+// grid (32-byte loads, serial blends) 0.90, its 128-bit form (vpblendd xmm + vinserti128) 0.89-0.91;
+// scale words by vpbroadcastd from the stored fields instead of vpshufd 0.93-0.97; block loop unrolled
+// x2 no gain; a 1 MiB table of grid-entry pairs (2 loads + vinserti128 per group instead of 8 loads + 3
+// blends) 0.70-0.92 (cache misses); vpgatherdq (8.2 ns per gather on that VM vs 1.3 ns for broadcasts
+// + blends) not tried in the kernel. Kept: the exact path out of the block loop, spread[2..3] as
+// memory operands (no spills), one-vpshufb parity — `bench kernels` one thread 4096 x 4096 4.02-4.13
+// -> 4.17-4.21 GB/s, L2 1-thr 4.21-4.23 -> 4.26-4.31 (interleaved, the quiet rounds; 2026-12-07).
 #include <immintrin.h>
 
 #include <algorithm>
