@@ -23,6 +23,25 @@
 // sign XOR activation sign), b = vpsignb(grid, m | 1) and vpmaddubsw(xa, b) (|.| <= 2·128·43 = 11008,
 // q8 = −128 exact since |q8| is the unsigned operand). Either way vpmaddwd with (2·ls + 1) -> int32:
 // the same integer sums, so the same bits.
+//
+// Cost of the fast path per super-block (object code, GCC 12): the grid is 32 index byte loads + 32
+// qword broadcasts + 24 vpblendd (11 uops per group), the signs 8 x (vpshufb, vpand, vpaddb, vpsignb),
+// the dots 8 activation loads + 8 x (vpmaddubsw, vpshufd, vpmaddwd, vpaddd), the fields pass ~25:
+// ~190 fused uops, ~80 loads, ~110 vector-ALU uops. On an Ice Lake-class Xeon (2.8 GHz, 2 vCPUs) the
+// 5-wide rename, the two load ports and the three vector ports all bind near 38-40 cycles per
+// super-block, so every trade of one for another measured even or slower (below); ~4.2-4.4 GB/s (35 %
+// of the read bandwidth) is what this scheme gives there. Ablations (L2-resident 128 x 4096, prepared
+// rows): no grid lookup at all 1.47x, no fields pass 1.12-1.16x, no sign step 1.09x — the grid alone
+// keeps AVX2 from the 60 % the AVX-512 VBMI kernel (in-register vpermb lookups) reaches.
+// Measured slower on that machine and dropped (ratio to the kept code): grid indices by one 32-bit
+// load + shifts 0.94-0.97; two indices per 16-bit load 0.99-1.02; vpblendd straight from a padded
+// grid (32-byte loads, serial blends) 0.90, its 128-bit form (vpblendd xmm + vinserti128) 0.89-0.91;
+// scale words by vpbroadcastd from the stored fields instead of vpshufd 0.93-0.97; block loop unrolled
+// x2 no gain; a 1 MiB table of grid-entry pairs (2 loads + vinserti128 per group instead of 8 loads + 3
+// blends) 0.70-0.92 (cache misses); vpgatherdq (8.2 ns per gather on that VM vs 1.3 ns for broadcasts
+// + blends) not tried in the kernel. Kept: the exact path out of the block loop, spread[2..3] as
+// memory operands (no spills), one-vpshufb parity — `bench kernels` one thread 4096 x 4096 4.02-4.13
+// -> 4.17-4.21 GB/s, L2 1-thr 4.21-4.23 -> 4.26-4.31 (interleaved, the quiet rounds; 2026-12-07).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -142,7 +161,7 @@ struct RowConsts {
 // One block's sign bytes (ksigns_iq2xs: 7-bit fields spread to bytes, parity in bit 7) and (2·ls + 1)
 // words (both 16-bit halves of each dword), dword order [groups 0, 1, 4, 5 | 2, 3, 6, 7] (kPos), stored:
 // f[0] = signs, f[1] = scales. x + (x & m) moves the bits under m up by one, so three such steps put
-// the fields at bytes 0-3 (ls dropped first); the parity is that of the two nibbles (a vpshufb each).
+// the fields at bytes 0-3 (ls dropped first); the parity is that of the two nibbles' XOR (a vpshufb).
 __attribute__((always_inline)) inline void row_fields(const BlockIq2Xxs& w, const RowConsts& c, __m256i* f) {
   const uint8_t* qs = reinterpret_cast<const uint8_t*>(w.qs);
   const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));       // groups 0-3
@@ -153,8 +172,9 @@ __attribute__((always_inline)) inline void row_fields(const BlockIq2Xxs& w, cons
   x = _mm256_add_epi32(x, _mm256_and_si256(x, c.up7));
   x = _mm256_add_epi32(x, _mm256_and_si256(x, c.up15));
   x = _mm256_add_epi32(x, _mm256_and_si256(x, c.up23));
-  const __m256i par = _mm256_xor_si256(_mm256_shuffle_epi8(c.ptab, _mm256_and_si256(x, c.lo4)),
-                                       _mm256_shuffle_epi8(c.ptab, _mm256_and_si256(_mm256_srli_epi16(x, 4), c.lo4)));
+  // parity(byte) = parity(low nibble ^ high nibble): one vpshufb (vpsrlw moves the next byte's bits
+  // into bits 4-7 only, which the mask drops).
+  const __m256i par = _mm256_shuffle_epi8(c.ptab, _mm256_and_si256(_mm256_xor_si256(x, _mm256_srli_epi16(x, 4)), c.lo4));
   __m256i sc = _mm256_or_si256(_mm256_srli_epi32(a1, 27), _mm256_set1_epi32(1));
   sc = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
   _mm256_store_si256(f, _mm256_or_si256(x, par));
@@ -179,7 +199,10 @@ __attribute__((always_inline)) inline __m256i row_block_dot(const BlockIq2Xxs& w
   for (int g = 0; g < 8; ++g) {
     const int half = (g >> 1) & 1, k = kPos[g];
     const __m256i gv = grid4(qs + 8 * g);
-    const __m256i t = _mm256_and_si256(_mm256_shuffle_epi8(sx[half], c.spread[k]), c.bits);
+    // spread[2], spread[3] as memory operands in the fast path: pinned, they left too few ymm registers
+    // and GCC spilled (and re-stored) two of them in every block.
+    const __m256i sp = Exact || k < 2 ? c.spread[k] : load_const(kConsts.spread[k]);
+    const __m256i t = _mm256_and_si256(_mm256_shuffle_epi8(sx[half], sp), c.bits);
     __m256i d;
     if constexpr (Exact) {
       const __m256i m = _mm256_cmpeq_epi8(t, _mm256_load_si256(&a.bm[kb][g]));
@@ -190,6 +213,15 @@ __attribute__((always_inline)) inline __m256i row_block_dot(const BlockIq2Xxs& w
     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(d, group_scale(ss[half], k)));
   }
   return acc;
+}
+
+// The dots of a chunk whose activation holds a −128 somewhere (rare: a NaN input), out of line: with
+// both paths in the block loop GCC spilled constants of the fast one and tested the exact mask per block.
+__attribute__((noinline)) void rows_chunk_dots_mixed(const BlockIq2Xxs* wb, const __m256i (*fields)[2], const ActChunk& a,
+                                                     int count, const RowConsts& c, __m256i* p) {
+  for (int k = 0; k < count; ++k)
+    p[k] = (a.exact >> k) & 1 ? row_block_dot<true>(wb[k], fields[k], a, k, c)
+                              : row_block_dot<false>(wb[k], fields[k], a, k, c);
 }
 
 // The f32 step of one chunk (iq2_xxs.h's order): lane j += ((d_w · d_x) · (float)isum) · 0.125f for the
@@ -229,10 +261,12 @@ __attribute__((always_inline)) inline void rows_chunk(const void* w, int64_t w_s
     prefetch_ahead(wb, count * static_cast<int64_t>(sizeof(BlockIq2Xxs)));  // stream_prefetch.h
 #pragma GCC unroll 1
     for (int k = 0; k < count; ++k) row_fields(wb[k], c, fields[k]);
+    if (a.exact == 0) {
 #pragma GCC unroll 1
-    for (int k = 0; k < count; ++k)
-      p[k] = (a.exact >> k) & 1 ? row_block_dot<true>(wb[k], fields[k], a, k, c)
-                                : row_block_dot<false>(wb[k], fields[k], a, k, c);
+      for (int k = 0; k < count; ++k) p[k] = row_block_dot<false>(wb[k], fields[k], a, k, c);
+    } else {
+      rows_chunk_dots_mixed(wb, fields, a, count, c, p);
+    }
     add_chunk(block_scales(wb, count), dx, sum_lanes8_avx2(p), count, acc[r][t & 3]);
   }
 }
