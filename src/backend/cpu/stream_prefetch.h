@@ -36,10 +36,8 @@ inline void prefetch_ahead(const void* p, int64_t bytes) {
   for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(q + l, _MM_HINT_T0);
 }
 
-// Whether the Q8_0 matrix x vector kernels call prefetch_ahead (above: on Intel CPUs).
-inline bool q8_0_stream_prefetch() {
-  static const bool on = cpu_is_intel();
-  return on;
-}
+// Whether the Q8_0 matrix x vector kernels call prefetch_ahead (above: on Intel CPUs; cpu_is_intel()
+// detects once).
+inline bool q8_0_stream_prefetch() { return cpu_is_intel(); }
 
 }  // namespace dsv4::cpu
