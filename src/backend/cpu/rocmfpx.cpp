@@ -91,8 +91,18 @@ namespace {
 
 using namespace rocmfpx;
 
+// The AVX2 prepared-activation forms of one type (rocmfpx.h).
+struct Avx2Prepared {
+  VecDotRowsFn rows;
+  void (*prepare)(const void* act, int64_t n, void* out);
+  VecDotRowsFn rows_prepared;
+  VecDotTileFn tile;
+};
+#define DSV4_AVX2_PREPARED(ID) \
+  Avx2Prepared { vec_dot_rows_##ID##_avx2, prepare_act_##ID##_avx2, vec_dot_rows_prepared_##ID##_avx2, vec_dot_tile_##ID##_avx2 }
+
 constexpr TypeKernels make(TensorType t, DequantizeRowFn dq, QuantizeRowFn q, VecDotFn s, VecDotFn a2,
-                           VecDotFn a512, VecDotRowsFn rows512 = nullptr, VecDotFn vbmi = nullptr,
+                           Avx2Prepared p2, VecDotFn a512, VecDotRowsFn rows512 = nullptr, VecDotFn vbmi = nullptr,
                            VecDotRowsFn rows_vbmi = nullptr) {
   TypeKernels k;
   k.type = t;
@@ -101,6 +111,11 @@ constexpr TypeKernels make(TensorType t, DequantizeRowFn dq, QuantizeRowFn q, Ve
   k.quantize_row = q;
   k.vec_dot[0] = s;
   k.vec_dot[1] = a2;
+  k.vec_dot_rows[1] = p2.rows;
+  k.prepared_act_bytes = prepared_act_bytes_avx2;
+  k.prepare_act[1] = p2.prepare;
+  k.vec_dot_rows_prepared[1] = p2.rows_prepared;
+  k.vec_dot_tile[1] = p2.tile;
   k.vec_dot[2] = a512;
   k.vec_dot_rows[2] = rows512;
   k.vec_dot[3] = vbmi;
@@ -110,21 +125,28 @@ constexpr TypeKernels make(TensorType t, DequantizeRowFn dq, QuantizeRowFn q, Ve
 
 const TypeKernels kKernels[6] = {
     make(TensorType::kQ4_0_ROCMFP4, dequantize<100>, quantize_row_100,
-         vec_dot_100_scalar, vec_dot_100_avx2, vec_dot_100_avx512),
+         vec_dot_100_scalar, vec_dot_100_avx2, DSV4_AVX2_PREPARED(100),
+         vec_dot_100_avx512),
     make(TensorType::kQ4_0_ROCMFP4_FAST, dequantize<101>, quantize_row_101,
-         vec_dot_101_scalar, vec_dot_101_avx2, vec_dot_101_avx512, vec_dot_rows_101_avx512,
+         vec_dot_101_scalar, vec_dot_101_avx2, DSV4_AVX2_PREPARED(101),
+         vec_dot_101_avx512, vec_dot_rows_101_avx512,
          vec_dot_101_avx512vbmi, vec_dot_rows_101_avx512vbmi),
     make(TensorType::kQ6_0_ROCMFPX, dequantize<102>, quantize_row_102,
-         vec_dot_102_scalar, vec_dot_102_avx2, vec_dot_102_avx512),
+         vec_dot_102_scalar, vec_dot_102_avx2, DSV4_AVX2_PREPARED(102),
+         vec_dot_102_avx512),
     make(TensorType::kQ8_0_ROCMFPX, dequantize<103>, quantize_row_103,
-         vec_dot_103_scalar, vec_dot_103_avx2, vec_dot_103_avx512),
+         vec_dot_103_scalar, vec_dot_103_avx2, DSV4_AVX2_PREPARED(103),
+         vec_dot_103_avx512),
     make(TensorType::kQ3_0_ROCMFPX, dequantize<104>, quantize_row_104,
-         vec_dot_104_scalar, vec_dot_104_avx2, vec_dot_104_avx512, vec_dot_rows_104_avx512,
+         vec_dot_104_scalar, vec_dot_104_avx2, DSV4_AVX2_PREPARED(104),
+         vec_dot_104_avx512, vec_dot_rows_104_avx512,
          vec_dot_104_avx512vbmi, vec_dot_rows_104_avx512vbmi),
     make(TensorType::kQ2_0_ROCMFP2, dequantize<107>, quantize_row_107,
-         vec_dot_107_scalar, vec_dot_107_avx2, vec_dot_107_avx512, vec_dot_rows_107_avx512,
+         vec_dot_107_scalar, vec_dot_107_avx2, DSV4_AVX2_PREPARED(107),
+         vec_dot_107_avx512, vec_dot_rows_107_avx512,
          vec_dot_107_avx512vbmi, vec_dot_rows_107_avx512vbmi),
 };
+#undef DSV4_AVX2_PREPARED
 
 }  // namespace
 

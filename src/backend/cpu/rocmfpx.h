@@ -78,6 +78,25 @@ void vec_dot_rows_101_avx512vbmi(int64_t n, const void* w, int64_t w_stride, con
 void vec_dot_rows_104_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
 void vec_dot_rows_107_avx512vbmi(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out);
 
+// AVX2 prepared-activation forms (rocmfpx_avx2.cpp): prepare_act once per column, then matrix x vector
+// (vec_dot_rows_prepared, row by row) and the tile (4 rows x up to 8 columns, each weight block decoded
+// once for every column); vec_dot_rows_*_avx2 is the unprepared multi-row form (row by row).
+int64_t prepared_act_bytes_avx2(int64_t n);
+#define DSV4_ROCMFPX_AVX2_PREPARED_DECL(ID)                                                                         \
+  void prepare_act_##ID##_avx2(const void* act, int64_t n, void* out);                                            \
+  void vec_dot_rows_##ID##_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out); \
+  void vec_dot_rows_prepared_##ID##_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr, \
+                                         float* out);                                                             \
+  void vec_dot_tile_##ID##_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared, int64_t x_stride, \
+                                int nr, int nc, float* out, int64_t out_stride);
+DSV4_ROCMFPX_AVX2_PREPARED_DECL(100)
+DSV4_ROCMFPX_AVX2_PREPARED_DECL(101)
+DSV4_ROCMFPX_AVX2_PREPARED_DECL(102)
+DSV4_ROCMFPX_AVX2_PREPARED_DECL(103)
+DSV4_ROCMFPX_AVX2_PREPARED_DECL(104)
+DSV4_ROCMFPX_AVX2_PREPARED_DECL(107)
+#undef DSV4_ROCMFPX_AVX2_PREPARED_DECL
+
 // Quantizers (rocmfpx_quant.cpp). Signatures as QuantizeRowFn.
 void quantize_row_100(const float* src, void* dst, int64_t n, const float* importance);
 void quantize_row_101(const float* src, void* dst, int64_t n, const float* importance);

@@ -25,6 +25,7 @@
 #include "backend/cpu/quant.h"
 #include "backend/cpu/rocmfpx.h"
 #include "backend/cpu/simd_reduce.h"
+#include "backend/cpu/stream_prefetch.h"
 
 namespace dsv4::cpu::rocmfpx {
 namespace {
@@ -219,7 +220,280 @@ float vec_dot(int64_t n, const void* wv, const void* act) {
   return reduce_partials32_avx2(acc[0], acc[1], acc[2], acc[3]);
 }
 
+// ---- prepared activations: matrix x vector (rows_prepared) and matrix x matrix (tile) ---------------
+//
+// A prepared column (prepare<T>, once per activation column and call) is PrepChunk per 8 blocks (the
+// last one zero-padded): the block's 32 quants in the order of the type's prepared decoder (position p
+// holds element T::perm(p); every decoder keeps elements 0-15 in the low 128-bit half and 16-31 in the
+// high one), its d, and corr_h = K·Σ (quants of half h). Then per block the exact integer sums are
+// isum_h = Σ u·x over half h − corr_h with u = level + K (the same integers as block_dot's, without its
+// second vpmaddubsw), and the float steps, chunks and accumulators are vec_dot's above. The weight side
+// of a block (decode, scale bytes) is done once per call for every column of a tile.
+struct alignas(32) PrepChunk {
+  int8_t x[kChunk][32];
+  float d[kChunk];
+  int32_t corr0[kChunk];
+  int32_t corr1[kChunk];
+};
+static_assert(sizeof(PrepChunk) == 352);
+
+// FP2 in the prepared order: the 8 code bytes broadcast, each 128-bit half keeping its own 4 bytes (half
+// h = bytes 4h .. 4h+3) in all 4 dwords, dword k shifted right by 2k: byte j of dword k holds, in its
+// low 2 bits, the code of element 16h + 4j + k (vpsrlvd, vpshufb, vpand: 3 operations for 32 codes
+// instead of window_codes' 7).
+constexpr Bytes32 kFp2BroadcastIdx = [] {
+  Bytes32 t{};
+  for (int p = 0; p < 32; ++p) t.b[p] = static_cast<uint8_t>(4 * (p / 16) + p % 4);
+  return t;
+}();
+struct Fp2Prepared : Fp2 {
+  static constexpr int perm(int p) { return 16 * (p / 16) + 4 * (p % 4) + (p % 16) / 4; }
+  static __m256i decode_p(const uint8_t* p) {
+    int64_t q;
+    std::memcpy(&q, p, 8);
+    const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi64x(q), load32(kFp2BroadcastIdx.b));
+    return _mm256_and_si256(_mm256_srlv_epi32(b, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)), _mm256_set1_epi8(3));
+  }
+};
+// FP4: the 16 code bytes in both halves, the high half shifted right by 4 (natural order).
+template <int64_t kB, bool kTwoScales>
+struct Fp4Prepared : Fp4<kB, kTwoScales> {
+  static constexpr int perm(int p) { return p; }
+  static __m256i decode_p(const uint8_t* p) {
+    const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i nib = _mm256_and_si256(_mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                                         _mm256_set1_epi8(0x0F));
+    return _mm256_shuffle_epi8(load32(kFp4Table.b), nib);
+  }
+};
+// FP3 and FP6: their natural-order decoders above.
+template <class T>
+struct NaturalPrepared : T {
+  static constexpr int perm(int p) { return p; }
+  static __m256i decode_p(const uint8_t* p) { return T::decode(p); }
+};
+// FP8: the int8 levels themselves (K = 0), dotted by sign extension (levels reach −128: vpmaddubsw
+// could saturate).
+struct Fp8Prepared : Fp8 {
+  static constexpr int kK = 0;
+  static constexpr int perm(int p) { return p; }
+  static __m256i decode_p(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+};
+
+// Whether a block's vpmaddubsw pair sums (≤ 2·u·128) stay ≤ 8191, so that sum_halves8_i16_avx2 can add
+// four of them in int16: u ≤ 31 (FP2 3, FP3 8, FP4 26; not FP6's 62 or FP8).
+template <class T>
+constexpr bool kSmallLevels = T::kK > 0 && 2 * T::kK <= 31;
+
+// Exact Σ u·x of one block: int16 pair sums (kSmallLevels) or int32 partial sums (lanes 0-3 half 0, 4-7
+// half 1; FP8: mixed, single scale).
+template <class T>
+inline __m256i prepared_dot(__m256i u, const int8_t* x) {
+  const __m256i xv = load32(x);
+  if constexpr (T::kK == 0) {
+    const __m256i lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(u)),
+                                         _mm256_cvtepi8_epi16(_mm256_castsi256_si128(xv)));
+    const __m256i hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(u, 1)),
+                                         _mm256_cvtepi8_epi16(_mm256_extracti128_si256(xv, 1)));
+    return _mm256_add_epi32(lo, hi);
+  } else if constexpr (kSmallLevels<T>) {
+    return _mm256_maddubs_epi16(u, xv);
+  } else {
+    // u ≤ 62 (FP6): pair sums ≤ 2·62·128 < 2^15, exact.
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), _mm256_set1_epi16(1));
+  }
+}
+
+// The 8 blocks' half sums (lane j = block j): int16 sums by sum_halves8_i16_avx2, or the hadd tree.
+template <class T>
+inline void half_sums(const __m256i* p, __m256i& isum0, __m256i& isum1) {
+  if constexpr (kSmallLevels<T>) {
+    sum_halves8_i16_avx2(p, isum0, isum1);
+  } else {
+    const __m256i r0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m256i r1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    isum0 = _mm256_permute2x128_si256(r0, r1, 0x20);
+    isum1 = _mm256_permute2x128_si256(r0, r1, 0x31);
+  }
+}
+
+// vpshufb index putting element T::perm(p) at position p (the permutations stay inside a 128-bit half).
+template <class T>
+constexpr Bytes32 perm_index() {
+  Bytes32 t{};
+  for (int p = 0; p < 32; ++p) t.b[p] = static_cast<uint8_t>(T::perm(p) % 16);
+  return t;
+}
+template <class T>
+constexpr bool perm_in_halves() {
+  for (int p = 0; p < 32; ++p)
+    if (T::perm(p) / 16 != p / 16) return false;
+  return true;
+}
+
+template <class T>
+int64_t prepared_bytes(int64_t n) {
+  return (n / kBlock + kChunk - 1) / kChunk * static_cast<int64_t>(sizeof(PrepChunk));
+}
+
+template <class T>
+void prepare(const void* act, int64_t n, void* out) {
+  static_assert(perm_in_halves<T>());
+  static constexpr Bytes32 kIdx = perm_index<T>();
+  const auto* a = static_cast<const BlockQ8_0Act*>(act);
+  auto* pc = static_cast<PrepChunk*>(out);
+  const int64_t nb = n / kBlock;
+  if (nb % kChunk != 0) std::memset(static_cast<void*>(&pc[nb / kChunk]), 0, sizeof(PrepChunk));
+  for (int64_t b = 0; b < nb; ++b) {
+    PrepChunk& c = pc[b / kChunk];
+    const int j = static_cast<int>(b % kChunk);
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c.x[j]), _mm256_shuffle_epi8(q, load32(kIdx.b)));
+    // Σ q per half: int16 pairs, then dwords (lanes 0-3 half 0, 4-7 half 1), then within each half.
+    const __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+    __m128i h = _mm_hadd_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
+    h = _mm_hadd_epi32(h, h);  // [Σ half 0, Σ half 1, ...]
+    c.d[j] = a[b].d;
+    c.corr0[j] = T::kK * _mm_cvtsi128_si32(h);
+    c.corr1[j] = T::kK * _mm_extract_epi32(h, 1);
+  }
+}
+
+// Scale bytes of the 8 blocks at w, lane j = block j: e0 (elements 0-15) and e1 (16-31; single-scale
+// types: e0 = e1 = e). Two-scale blocks of 8..14 bytes (FP2, FP3): one 16-byte window per pair of blocks
+// ending at the pair's end (block 2i's scale bytes at window bytes 14 − S, 15 − S, block 2i+1's at 14,
+// 15), windows 0, 2 and 1, 3 in the two 128-bit halves, vpshufb to words, vpunpcklqdq: 9 uops where the
+// dword inserts below take 16. Otherwise: the dword ending at each block's last byte, by inserts.
+template <class T>
+inline void scale_bytes(const uint8_t* w, __m256i& e0, __m256i& e1) {
+  constexpr int64_t S = T::kBytes;
+  if constexpr (T::kTwo && S >= 8 && S <= 14) {
+    auto win = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i * S + 2 * S - 16)); };
+    const __m256i A = _mm256_inserti128_si256(_mm256_castsi128_si256(win(0)), win(2), 1);
+    const __m256i B = _mm256_inserti128_si256(_mm256_castsi128_si256(win(1)), win(3), 1);
+    const __m256i idx = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+        14 - S, -1, -1, -1, 14, -1, -1, -1, 15 - S, -1, -1, -1, 15, -1, -1, -1));
+    const __m256i a = _mm256_shuffle_epi8(A, idx), b = _mm256_shuffle_epi8(B, idx);  // [e0 e0' e1 e1'] per half
+    e0 = _mm256_unpacklo_epi64(a, b);
+    e1 = _mm256_unpackhi_epi64(a, b);
+  } else {
+    const __m256i eb = ints8_avx2([&](int j) { return int_at_stride<uint32_t>(w + S - 4, S, j); });
+    e1 = _mm256_srli_epi32(eb, 24);
+    e0 = T::kTwo ? _mm256_and_si256(_mm256_srli_epi32(eb, 16), _mm256_set1_epi32(0xFF)) : e1;
+  }
+}
+
+// nr (1..4) rows x C columns of prepared activations (column c at xp + c * x_stride): out[c * out_stride
+// + r] = vec_dot<T>(row r, column c) bit for bit. Per chunk and row the 8 blocks are decoded once, then
+// each column does its integer dots, the chunk's hadd tree and float step into acc[r][c][chunk % 4].
+template <class T, int C>
+void rows_cols(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* xp, int64_t x_stride, int nr, float* out,
+               int64_t out_stride) {
+  const int64_t nb = n / kBlock;
+  const int64_t chunks = (nb + kChunk - 1) / kChunk;
+  __m256 acc[4][C][4];
+  for (auto& row : acc)
+    for (auto& col : row)
+      for (auto& v : col) v = _mm256_setzero_ps();
+  alignas(32) uint8_t wbuf[kChunk * T::kBytes];
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t rest = nb - ch * kChunk;
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* wc = w + r * w_stride + ch * kChunk * T::kBytes;
+      if (rest < kChunk) {  // the row's last, partial chunk: zero-padded copy (never read past the row)
+        std::memset(wbuf, 0, sizeof(wbuf));
+        std::memcpy(wbuf, wc, static_cast<size_t>(rest * T::kBytes));
+        wc = wbuf;
+      } else if (C == 1) {
+        prefetch_ahead(wc, kChunk * T::kBytes);
+      }
+      __m256i u[kChunk];
+#pragma GCC unroll 8
+      for (int m = 0; m < kChunk; ++m) u[m] = T::decode_p(wc + m * T::kBytes);
+      __m256i e0, e1;
+      scale_bytes<T>(wc, e0, e1);
+      const __m256 s0 = decode_scales(e0);
+      const __m256 s1 = T::kTwo ? decode_scales(e1) : s0;
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const PrepChunk& x = reinterpret_cast<const PrepChunk*>(xp + c * x_stride)[ch];
+        __m256i p[kChunk];
+#pragma GCC unroll 8
+        for (int m = 0; m < kChunk; ++m) p[m] = prepared_dot<T>(u[m], x.x[m]);
+        __m256i h0, h1;
+        half_sums<T>(p, h0, h1);
+        const __m256i isum0 = _mm256_sub_epi32(h0, load32(x.corr0));
+        const __m256i isum1 = _mm256_sub_epi32(h1, load32(x.corr1));
+        const __m256 dx = _mm256_load_ps(x.d);
+        __m256 val;
+        if constexpr (T::kTwo) {
+          const __m256 t0 = _mm256_mul_ps(s0, _mm256_cvtepi32_ps(isum0));
+          const __m256 t1 = _mm256_mul_ps(s1, _mm256_cvtepi32_ps(isum1));
+          val = _mm256_mul_ps(dx, _mm256_add_ps(t0, t1));
+        } else {
+          val = _mm256_mul_ps(_mm256_mul_ps(s0, dx), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)));
+        }
+        acc[r][c][ch & 3] = _mm256_add_ps(acc[r][c][ch & 3], val);
+      }
+    }
+  }
+  for (int r = 0; r < nr; ++r)
+    for (int c = 0; c < C; ++c)
+      out[c * out_stride + r] = reduce_partials32_avx2(acc[r][c][0], acc[r][c][1], acc[r][c][2], acc[r][c][3]);
+}
+
+template <class T>
+void rows_prepared(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr, float* out) {
+  // One row at a time: one weight stream (interleaved rows streamed DRAM slower; mxfp4_avx2.cpp).
+  for (int r = 0; r < nr; ++r)
+    rows_cols<T, 1>(n, static_cast<const uint8_t*>(w) + r * w_stride, w_stride, static_cast<const uint8_t*>(prepared),
+                    0, 1, out + r, 1);
+}
+
+template <class T>
+void tile(int64_t n, const void* w, int64_t w_stride, const void* prepared, int64_t x_stride, int nr, int nc,
+          float* out, int64_t out_stride) {
+  using Fn = void (*)(int64_t, const uint8_t*, int64_t, const uint8_t*, int64_t, int, float*, int64_t);
+  static constexpr Fn kFn[kMaxTileCols] = {rows_cols<T, 1>, rows_cols<T, 2>, rows_cols<T, 3>, rows_cols<T, 4>,
+                                          rows_cols<T, 5>, rows_cols<T, 6>, rows_cols<T, 7>, rows_cols<T, 8>};
+  kFn[nc - 1](n, static_cast<const uint8_t*>(w), w_stride, static_cast<const uint8_t*>(prepared), x_stride, nr, out,
+              out_stride);
+}
+
+using Fp4Two = Fp4<kBytes100, true>;
+using Fp4One = Fp4<kBytes101, false>;
+using Fp4TwoPrepared = Fp4Prepared<kBytes100, true>;
+using Fp4OnePrepared = Fp4Prepared<kBytes101, false>;
+
+template <class T>
+void rows_unprepared(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) {
+  for (int r = 0; r < nr; ++r) out[r] = vec_dot<T>(n, static_cast<const uint8_t*>(w) + r * w_stride, act);
+}
+
 }  // namespace
+
+int64_t prepared_act_bytes_avx2(int64_t n) { return prepared_bytes<Fp2Prepared>(n); }
+
+#define DSV4_ROCMFPX_AVX2_PREPARED(ID, PREP, PLAIN)                                                                 \
+  void prepare_act_##ID##_avx2(const void* act, int64_t n, void* out) { prepare<PREP>(act, n, out); }             \
+  void vec_dot_rows_##ID##_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) { \
+    rows_unprepared<PLAIN>(n, w, w_stride, act, nr, out);                                                         \
+  }                                                                                                               \
+  void vec_dot_rows_prepared_##ID##_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr, \
+                                         float* out) {                                                            \
+    rows_prepared<PREP>(n, w, w_stride, prepared, nr, out);                                                       \
+  }                                                                                                               \
+  void vec_dot_tile_##ID##_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared, int64_t x_stride, \
+                                int nr, int nc, float* out, int64_t out_stride) {                                 \
+    tile<PREP>(n, w, w_stride, prepared, x_stride, nr, nc, out, out_stride);                                      \
+  }
+DSV4_ROCMFPX_AVX2_PREPARED(100, Fp4TwoPrepared, Fp4Two)
+DSV4_ROCMFPX_AVX2_PREPARED(101, Fp4OnePrepared, Fp4One)
+DSV4_ROCMFPX_AVX2_PREPARED(102, NaturalPrepared<Fp6>, Fp6)
+DSV4_ROCMFPX_AVX2_PREPARED(103, Fp8Prepared, Fp8)
+DSV4_ROCMFPX_AVX2_PREPARED(104, NaturalPrepared<Fp3>, Fp3)
+DSV4_ROCMFPX_AVX2_PREPARED(107, Fp2Prepared, Fp2)
+#undef DSV4_ROCMFPX_AVX2_PREPARED
 
 float vec_dot_100_avx2(int64_t n, const void* w, const void* act) { return vec_dot<Fp4<kBytes100, true>>(n, w, act); }
 float vec_dot_101_avx2(int64_t n, const void* w, const void* act) { return vec_dot<Fp4<kBytes101, false>>(n, w, act); }

@@ -85,11 +85,11 @@ static inline float reduce_lanes8_avx2(__m256 s8) {
   return _mm_cvtss_f32(s1);
 }
 
-// Eight 16-lane int16 vectors -> int32 lane j = Σ of p[j]'s 16 lanes (exact when every |lane| ≤ 8191:
-// the first two steps add 4 lanes in int16). Dword unpacks and adds (each dword keeps two lanes of one
-// vector), then qword unpacks and adds, vpmaddwd by ones, and the 128-bit halves: 23 ops where vpmaddwd
-// per vector and sum_lanes8_avx2 take 29.
-static inline __m256i sum_lanes8_i16_avx2(const __m256i* p) {
+// Eight 16-lane int16 vectors -> per 128-bit half: int32 lane j of lo = Σ of p[j]'s 8 lanes in the low
+// half, of hi = in the high half (exact when every |lane| ≤ 8191: the first two steps add 4 lanes in
+// int16). Dword unpacks and adds (each dword keeps two lanes of one vector), then qword unpacks and adds,
+// vpmaddwd by ones, and the 128-bit halves regrouped.
+static inline void sum_halves8_i16_avx2(const __m256i* p, __m256i& lo, __m256i& hi) {
   __m256i t[4];
   for (int i = 0; i < 4; ++i)  // dwords per half: [a(d0+d2), b(d0+d2), a(d1+d3), b(d1+d3)], a = p[2i], b = p[2i+1]
     t[i] = _mm256_add_epi16(_mm256_unpacklo_epi32(p[2 * i], p[2 * i + 1]), _mm256_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
@@ -98,7 +98,16 @@ static inline __m256i sum_lanes8_i16_avx2(const __m256i* p) {
   const __m256i b = _mm256_add_epi16(_mm256_unpacklo_epi64(t[2], t[3]), _mm256_unpackhi_epi64(t[2], t[3]));
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i sa = _mm256_madd_epi16(a, ones), sb = _mm256_madd_epi16(b, ones);  // per half [Σp0 .. Σp3]
-  return _mm256_add_epi32(_mm256_permute2x128_si256(sa, sb, 0x20), _mm256_permute2x128_si256(sa, sb, 0x31));
+  lo = _mm256_permute2x128_si256(sa, sb, 0x20);
+  hi = _mm256_permute2x128_si256(sa, sb, 0x31);
+}
+
+// Eight 16-lane int16 vectors -> int32 lane j = Σ of p[j]'s 16 lanes (the halves above added; same bound):
+// 23 ops where vpmaddwd per vector and sum_lanes8_avx2 take 29.
+static inline __m256i sum_lanes8_i16_avx2(const __m256i* p) {
+  __m256i lo, hi;
+  sum_halves8_i16_avx2(p, lo, hi);
+  return _mm256_add_epi32(lo, hi);
 }
 
 // Partials 0-7, 8-15, 16-23, 24-31 in a0..a3. Tree: s=16: (a0+a2, a1+a3); s=8: sum of those;

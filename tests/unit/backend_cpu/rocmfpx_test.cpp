@@ -3,10 +3,12 @@
 // weighting, SIMD vec_dot == scalar bit for bit, and vec_dot against an f64 dot.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/quant.h"
@@ -460,6 +462,61 @@ TEST(RocmFpx, VecDotRowsMatchesScalarBitForBit) {
             }
           }
     }
+  }
+  RecordProperty("compared", compared);
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
+}
+
+// The prepared-activation forms (AVX2): vec_dot_rows_prepared on prepare_act's column and the tiles
+// (4 rows x 1..8 columns), each output == the scalar vec_dot bit for bit, for block counts around the
+// 8-block chunks, all three weight modes (invalid / extreme scales, -128 and huge activation scales).
+TEST(RocmFpx, PreparedRowsAndTilesMatchScalarBitForBit) {
+  std::mt19937 rng(12);
+  const int counts[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 100, 129};
+  int compared = 0, tiled = 0;
+  for (const auto& tc : kCases) {
+    const TypeKernels& k = kernels(tc.type);
+    for (int nb : counts)
+      for (int mode = 0; mode < 3; ++mode) {
+        const int64_t stride = static_cast<int64_t>(nb) * tc.bytes + (nb % 2 ? 5 : 0);
+        std::vector<uint8_t> w(static_cast<size_t>(4 * stride));
+        for (int r = 0; r < 4; ++r) {
+          const DotCase c = random_dot_case(rng, tc, nb, mode);
+          std::memcpy(w.data() + r * stride, c.w.data(), c.w.size());
+        }
+        const int64_t a_stride = static_cast<int64_t>(nb) * sizeof(BlockQ8_0Act);
+        std::vector<BlockQ8_0Act> act(static_cast<size_t>(kMaxTileCols * nb));
+        for (int c = 0; c < kMaxTileCols; ++c) {
+          const DotCase dc = random_dot_case(rng, tc, nb, mode);
+          std::copy(dc.a.begin(), dc.a.end(), act.begin() + c * nb);
+        }
+        const auto* ab = reinterpret_cast<const uint8_t*>(act.data());
+        for (int level = 1; level <= static_cast<int>(detected_simd_level()); ++level) {
+          if (k.prepare_act[level] == nullptr) continue;
+          ASSERT_NE(k.vec_dot_rows_prepared[level], nullptr);
+          std::vector<uint8_t> prep(static_cast<size_t>(k.prepared_act_bytes(nb * 32) + 64));
+          uint8_t* pb = prep.data() + (64 - reinterpret_cast<uintptr_t>(prep.data()) % 64) % 64;
+          k.prepare_act[level](ab, nb * 32, pb);
+          for (int nr = 1; nr <= 4; ++nr) {
+            float out[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
+            k.vec_dot_rows_prepared[level](nb * 32, w.data(), stride, pb, nr, out);
+            for (int r = 0; r < nr; ++r) {
+              const float ref = k.vec_dot[0](nb * 32, w.data() + r * stride, ab);
+              ASSERT_TRUE(test::same_float(out[r], ref)) << tensor_type_name(tc.type) << " level " << level << " nb "
+                                                         << nb << " mode " << mode << " nr " << nr << " row " << r
+                                                         << " got " << out[r] << " want " << ref;
+              ++compared;
+            }
+          }
+        }
+        tiled += test::expect_tiles_match_scalar(k, nb * 32, w.data(), stride, ab, a_stride, kMaxTileCols,
+                                                 std::string(tensor_type_name(tc.type)) + " nb " + std::to_string(nb) +
+                                                     " mode " + std::to_string(mode));
+      }
+  }
+  if (detected_simd_level() != SimdLevel::kScalar) {
+    EXPECT_GT(compared, 0);
+    EXPECT_GT(tiled, 0);
   }
   RecordProperty("compared", compared);
   DSV4_SKIP_MISSING_SIMD_LEVELS();
