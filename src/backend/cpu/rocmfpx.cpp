@@ -93,13 +93,14 @@ using namespace rocmfpx;
 
 // The AVX2 prepared-activation forms of one type (rocmfpx.h).
 struct Avx2Prepared {
+  int64_t (*bytes)(int64_t n);
   VecDotRowsFn rows;
   void (*prepare)(const void* act, int64_t n, void* out);
   VecDotRowsFn rows_prepared;
   VecDotTileFn tile;
 };
 #define DSV4_AVX2_PREPARED(ID) \
-  Avx2Prepared { vec_dot_rows_##ID##_avx2, prepare_act_##ID##_avx2, vec_dot_rows_prepared_##ID##_avx2, vec_dot_tile_##ID##_avx2 }
+  Avx2Prepared { ID == 103 ? prepared_act_bytes_103_avx2 : prepared_act_bytes_avx2, vec_dot_rows_##ID##_avx2, prepare_act_##ID##_avx2, vec_dot_rows_prepared_##ID##_avx2, vec_dot_tile_##ID##_avx2 }
 
 constexpr TypeKernels make(TensorType t, DequantizeRowFn dq, QuantizeRowFn q, VecDotFn s, VecDotFn a2,
                            Avx2Prepared p2, VecDotFn a512, VecDotRowsFn rows512 = nullptr, VecDotFn vbmi = nullptr,
@@ -112,7 +113,7 @@ constexpr TypeKernels make(TensorType t, DequantizeRowFn dq, QuantizeRowFn q, Ve
   k.vec_dot[0] = s;
   k.vec_dot[1] = a2;
   k.vec_dot_rows[1] = p2.rows;
-  k.prepared_act_bytes = prepared_act_bytes_avx2;
+  k.prepared_act_bytes = p2.bytes;
   k.prepare_act[1] = p2.prepare;
   k.vec_dot_rows_prepared[1] = p2.rows_prepared;
   k.vec_dot_tile[1] = p2.tile;

@@ -249,26 +249,31 @@ float vec_dot(int64_t n, const void* wv, const void* act) {
 
 // ---- prepared activations: matrix x vector (rows_prepared) and matrix x matrix (tile) ---------------
 //
-// A prepared column (prepare<T>, once per activation column and call) is PrepChunk per 8 blocks (the
+// A prepared column (prepare<T>, once per activation column and call) is T::Chunk per 8 blocks (the
 // last one zero-padded): the block's 32 quants in the order of the type's prepared decoder (position p
-// holds element T::perm(p); every decoder keeps elements 0-15 in the low 128-bit half and 16-31 in the
-// high one), its d, and corr_h = K·Σ (quants of half h). Then per block the exact integer sums are
-// isum_h = Σ u·x over half h − corr_h with u = level + K (the same integers as block_dot's, without its
-// second vpmaddubsw), and the float steps, chunks and accumulators are vec_dot's above. The weight side
-// of a block (decode, scale bytes) is done once per call for every column of a tile.
-struct alignas(32) PrepChunk {
-  int8_t x[kChunk][32];
+// holds element T::perm(p); FP8: widened to int16), its d, and corr_h = K·Σ (quants of half h). Then
+// per block the exact integer sums are isum_h = Σ u·x over half h − corr_h with u = level + K (the same
+// integers as block_dot's, without its second vpmaddubsw), and the float steps, chunks and accumulators
+// are vec_dot's above. The weight side of a block (decode, scale bytes) is done once per call for every
+// column of a tile.
+template <typename X>
+struct alignas(32) PrepChunkOf {
+  X x[kChunk][32];
   float d[kChunk];
   int32_t corr0[kChunk];
   int32_t corr1[kChunk];
 };
-static_assert(sizeof(PrepChunk) == 352);
+using PrepChunk = PrepChunkOf<int8_t>;
+using PrepChunk16 = PrepChunkOf<int16_t>;
+static_assert(sizeof(PrepChunk) == 352 && sizeof(PrepChunk16) == 608);
 
 // FP2 in the prepared order: the 8 code bytes broadcast to the 4 qwords, qword k shifted right by 2k:
 // byte j of qword k holds, in its low 2 bits, the code of element 4j + k (bytes 0-3: half 0, 4-7: half
 // 1, so a block's int16 pair sums alternate halves by dword: kParityHalves). vpsrlvq and vpand: 2
 // operations for 32 codes, where window_codes takes 7.
 struct Fp2Prepared : Fp2 {
+  using Chunk = PrepChunk;
+  using Decoded = __m256i;
   static constexpr int kOverread = 0;
   static constexpr bool kParityHalves = true;
   static constexpr int perm(int p) { return 4 * (p % 8) + p / 8; }
@@ -282,6 +287,8 @@ struct Fp2Prepared : Fp2 {
 // FP4: the 16 code bytes in both halves, the high half shifted right by 4 (natural order).
 template <int64_t kB, bool kTwoScales>
 struct Fp4Prepared : Fp4<kB, kTwoScales> {
+  using Chunk = PrepChunk;
+  using Decoded = __m256i;
   static constexpr int kOverread = 0;
   static constexpr bool kParityHalves = false;
   static constexpr int perm(int p) { return p; }
@@ -295,6 +302,8 @@ struct Fp4Prepared : Fp4<kB, kTwoScales> {
 // FP6: its natural-order decoder above.
 template <class T>
 struct NaturalPrepared : T {
+  using Chunk = PrepChunk;
+  using Decoded = __m256i;
   static constexpr int kOverread = 0;
   static constexpr bool kParityHalves = false;
   static constexpr int perm(int p) { return p; }
@@ -303,6 +312,8 @@ struct NaturalPrepared : T {
 // FP3: a plain 16-byte broadcast load (2 bytes past a chunk's last block: rows_cols runs every row's last
 // chunk from a padded copy) instead of the masked load and insert.
 struct Fp3Prepared : Fp3 {
+  using Chunk = PrepChunk;
+  using Decoded = __m256i;
   static constexpr int kOverread = 16 - static_cast<int>(kBytes104);
   static constexpr bool kParityHalves = false;
   static constexpr int perm(int p) { return p; }
@@ -313,12 +324,19 @@ struct Fp3Prepared : Fp3 {
 // FP8: the int8 levels themselves (K = 0), dotted by sign extension (levels reach −128: vpmaddubsw
 // could saturate).
 struct Fp8Prepared : Fp8 {
+  using Chunk = PrepChunk16;
+  struct Decoded {
+    __m256i lo, hi;  // int16 levels of elements 0-15, 16-31
+  };
   static constexpr int kMaxU = 0;  // unused: no vpmaddubsw
   static constexpr int kOverread = 0;
   static constexpr bool kParityHalves = false;
   static constexpr int kK = 0;
   static constexpr int perm(int p) { return p; }
-  static __m256i decode_p(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static Decoded decode_p(const uint8_t* p) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return {_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1))};
+  }
 };
 
 // Whether a block's vpmaddubsw pair sums (≤ 2·u·128) stay ≤ 8191, so that sum_halves8_i16_avx2 can add
@@ -328,20 +346,15 @@ constexpr bool kSmallLevels = T::kK > 0 && T::kMaxU <= 31;
 
 // Exact Σ u·x of one block: int16 pair sums (kSmallLevels) or int32 partial sums (lanes 0-3 half 0, 4-7
 // half 1; FP8: mixed, single scale).
-template <class T>
-inline __m256i prepared_dot(__m256i u, const int8_t* x) {
-  const __m256i xv = load32(x);
-  if constexpr (T::kK == 0) {
-    const __m256i lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(u)),
-                                         _mm256_cvtepi8_epi16(_mm256_castsi256_si128(xv)));
-    const __m256i hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(u, 1)),
-                                         _mm256_cvtepi8_epi16(_mm256_extracti128_si256(xv, 1)));
-    return _mm256_add_epi32(lo, hi);
+template <class T, typename X>
+inline __m256i prepared_dot(const typename T::Decoded& u, const X* x) {
+  if constexpr (T::kK == 0) {  // FP8: int16 levels and quants, lanes mix the halves (single scale)
+    return _mm256_add_epi32(_mm256_madd_epi16(u.lo, load32(x)), _mm256_madd_epi16(u.hi, load32(x + 16)));
   } else if constexpr (kSmallLevels<T>) {
-    return _mm256_maddubs_epi16(u, xv);
+    return _mm256_maddubs_epi16(u, load32(x));
   } else {
     // u ≤ 62 (FP6): pair sums ≤ 2·62·128 < 2^15, exact.
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), _mm256_set1_epi16(1));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, load32(x)), _mm256_set1_epi16(1));
   }
 }
 
@@ -386,23 +399,30 @@ constexpr Bytes32 perm_index() {
 
 template <class T>
 int64_t prepared_bytes(int64_t n) {
-  return (n / kBlock + kChunk - 1) / kChunk * static_cast<int64_t>(sizeof(PrepChunk));
+  return (n / kBlock + kChunk - 1) / kChunk * static_cast<int64_t>(sizeof(typename T::Chunk));
 }
 
 template <class T>
 void prepare(const void* act, int64_t n, void* out) {
   static constexpr Bytes32 kOwn = perm_index<T, true>(), kOther = perm_index<T, false>();
   const auto* a = static_cast<const BlockQ8_0Act*>(act);
-  auto* pc = static_cast<PrepChunk*>(out);
+  using Chunk = typename T::Chunk;
+  auto* pc = static_cast<Chunk*>(out);
   const int64_t nb = n / kBlock;
-  if (nb % kChunk != 0) std::memset(static_cast<void*>(&pc[nb / kChunk]), 0, sizeof(PrepChunk));
+  if (nb % kChunk != 0) std::memset(static_cast<void*>(&pc[nb / kChunk]), 0, sizeof(Chunk));
   for (int64_t b = 0; b < nb; ++b) {
-    PrepChunk& c = pc[b / kChunk];
+    Chunk& c = pc[b / kChunk];
     const int j = static_cast<int>(b % kChunk);
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
-    const __m256i swapped = _mm256_permute2x128_si256(q, q, 0x01);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(c.x[j]), _mm256_or_si256(_mm256_shuffle_epi8(q, load32(kOwn.b)),
-                                                                           _mm256_shuffle_epi8(swapped, load32(kOther.b))));
+    auto* xj = reinterpret_cast<__m256i*>(c.x[j]);
+    if constexpr (sizeof(c.x[0][0]) == 2) {
+      _mm256_store_si256(xj, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)));
+      _mm256_store_si256(xj + 1, _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)));
+    } else {
+      const __m256i swapped = _mm256_permute2x128_si256(q, q, 0x01);
+      _mm256_store_si256(xj, _mm256_or_si256(_mm256_shuffle_epi8(q, load32(kOwn.b)),
+                                             _mm256_shuffle_epi8(swapped, load32(kOther.b))));
+    }
     // Σ q per half: int16 pairs, then dwords (lanes 0-3 half 0, 4-7 half 1), then within each half.
     const __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
     __m128i h = _mm_hadd_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
@@ -463,7 +483,7 @@ void rows_cols(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* xp,
       } else if (C == 1) {
         prefetch_ahead(wc, kChunk * T::kBytes);
       }
-      __m256i u[kChunk];
+      typename T::Decoded u[kChunk];
 #pragma GCC unroll 8
       for (int m = 0; m < kChunk; ++m) u[m] = T::decode_p(wc + m * T::kBytes);
       __m256i e0, e1;
@@ -472,7 +492,7 @@ void rows_cols(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* xp,
       const __m256 s1 = T::kTwo ? decode_scales(e1) : s0;
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
-        const PrepChunk& x = reinterpret_cast<const PrepChunk*>(xp + c * x_stride)[ch];
+        const auto& x = reinterpret_cast<const typename T::Chunk*>(xp + c * x_stride)[ch];
         __m256i p[kChunk];
 #pragma GCC unroll 8
         for (int m = 0; m < kChunk; ++m) p[m] = prepared_dot<T>(u[m], x.x[m]);
@@ -529,6 +549,7 @@ void rows_unprepared(int64_t n, const void* w, int64_t w_stride, const void* act
 }  // namespace
 
 int64_t prepared_act_bytes_avx2(int64_t n) { return prepared_bytes<Fp2Prepared>(n); }
+int64_t prepared_act_bytes_103_avx2(int64_t n) { return prepared_bytes<Fp8Prepared>(n); }
 
 #define DSV4_ROCMFPX_AVX2_PREPARED(ID, PREP, PLAIN)                                                                 \
   void prepare_act_##ID##_avx2(const void* act, int64_t n, void* out) { prepare<PREP>(act, n, out); }             \
