@@ -150,10 +150,17 @@ struct Fp6 {
   static constexpr int kMaxU = 62;
   static __m256i decode(const uint8_t* p) {
     const __m256i q = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(p + 8), reinterpret_cast<const __m128i*>(p));
-    const __m256i c = window_codes<6>(q, kWinFp6, kMulFp6);
-    // level + 31: c + 31 for a positive code, 63 - c for a negative one.
-    const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(c, _mm256_set1_epi8(0x20)), _mm256_set1_epi8(0x20));
-    return _mm256_blendv_epi8(_mm256_add_epi8(c, _mm256_set1_epi8(31)), _mm256_sub_epi8(_mm256_set1_epi8(63), c), neg);
+    // As window_codes<6>, each word's pair of codes A, B goes to bits 0-5 / 6-11 of p (zeros above). y
+    // takes its low byte from p << 2 (A in bits 2-7, its sign bit at 7) and its high byte from p << 4 (B
+    // in bits 10-15, sign at 15; bits 8-9 hold A's bits 4-5, which the magnitude mask drops): then the
+    // magnitudes are (y >> 2) & 31 per byte and vpsignb by y gives the level (0 for a zero magnitude
+    // either way); u = level + 31. 10 operations where the masks, or and a sign blend took 12.
+    const __m256i w = _mm256_shuffle_epi8(q, load32(kWinFp6.b));
+    const __m256i p6 = _mm256_srli_epi16(_mm256_mullo_epi16(w, load32(kMulFp6.w)), 4);
+    const __m256i y = _mm256_blendv_epi8(_mm256_slli_epi16(p6, 2), _mm256_slli_epi16(p6, 4),
+                                         _mm256_set1_epi16(static_cast<int16_t>(0xFF00)));
+    const __m256i mag = _mm256_and_si256(_mm256_srli_epi16(y, 2), _mm256_set1_epi8(31));
+    return _mm256_add_epi8(_mm256_sign_epi8(mag, y), _mm256_set1_epi8(31));
   }
 };
 
