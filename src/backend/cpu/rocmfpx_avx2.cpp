@@ -274,14 +274,22 @@ using PrepChunk = PrepChunkOf<int8_t>;
 using PrepChunk16 = PrepChunkOf<int16_t>;
 static_assert(sizeof(PrepChunk) == 352 && sizeof(PrepChunk16) == 608);
 
+// What a prepared decoder type declares (each may hide some): its chunk layout, the decoded block's
+// form, bytes read past a block's end by decode_p (> 0: every row's last chunk runs from a padded copy),
+// whether half 0 / 1 alternate by dword rather than by 128-bit half, and the element at position p.
+struct PreparedDefaults {
+  using Chunk = PrepChunk;
+  using Decoded = __m256i;
+  static constexpr int kOverread = 0;
+  static constexpr bool kParityHalves = false;
+  static constexpr int perm(int p) { return p; }
+};
+
 // FP2 in the prepared order: the 8 code bytes broadcast to the 4 qwords, qword k shifted right by 2k:
 // byte j of qword k holds, in its low 2 bits, the code of element 4j + k (bytes 0-3: half 0, 4-7: half
 // 1, so a block's int16 pair sums alternate halves by dword: kParityHalves). vpsrlvq and vpand: 2
 // operations for 32 codes, where window_codes takes 7.
-struct Fp2Prepared : Fp2 {
-  using Chunk = PrepChunk;
-  using Decoded = __m256i;
-  static constexpr int kOverread = 0;
+struct Fp2Prepared : Fp2, PreparedDefaults {
   static constexpr bool kParityHalves = true;
   static constexpr int perm(int p) { return 4 * (p % 8) + p / 8; }
   static __m256i decode_p(const uint8_t* p) {
@@ -293,12 +301,7 @@ struct Fp2Prepared : Fp2 {
 };
 // FP4: the 16 code bytes in both halves, the high half shifted right by 4 (natural order).
 template <int64_t kB, bool kTwoScales>
-struct Fp4Prepared : Fp4<kB, kTwoScales> {
-  using Chunk = PrepChunk;
-  using Decoded = __m256i;
-  static constexpr int kOverread = 0;
-  static constexpr bool kParityHalves = false;
-  static constexpr int perm(int p) { return p; }
+struct Fp4Prepared : Fp4<kB, kTwoScales>, PreparedDefaults {
   static __m256i decode_p(const uint8_t* p) {
     const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     const __m256i nib = _mm256_and_si256(_mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
@@ -308,38 +311,26 @@ struct Fp4Prepared : Fp4<kB, kTwoScales> {
 };
 // FP6: its natural-order decoder above.
 template <class T>
-struct NaturalPrepared : T {
-  using Chunk = PrepChunk;
-  using Decoded = __m256i;
-  static constexpr int kOverread = 0;
-  static constexpr bool kParityHalves = false;
-  static constexpr int perm(int p) { return p; }
+struct NaturalPrepared : T, PreparedDefaults {
   static __m256i decode_p(const uint8_t* p) { return T::decode(p); }
 };
 // FP3: a plain 16-byte broadcast load (2 bytes past a chunk's last block: rows_cols runs every row's last
 // chunk from a padded copy) instead of the masked load and insert.
-struct Fp3Prepared : Fp3 {
-  using Chunk = PrepChunk;
-  using Decoded = __m256i;
+struct Fp3Prepared : Fp3, PreparedDefaults {
   static constexpr int kOverread = 16 - static_cast<int>(kBytes104);
-  static constexpr bool kParityHalves = false;
-  static constexpr int perm(int p) { return p; }
   static __m256i decode_p(const uint8_t* p) {
     return decode_bytes(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
 };
 // FP8: the int8 levels themselves (K = 0), dotted by sign extension (levels reach −128: vpmaddubsw
 // could saturate).
-struct Fp8Prepared : Fp8 {
+struct Fp8Prepared : Fp8, PreparedDefaults {
   using Chunk = PrepChunk16;
   struct Decoded {
     __m256i lo, hi;  // int16 levels of elements 0-15, 16-31
   };
   static constexpr int kMaxU = 0;  // unused: no vpmaddubsw
-  static constexpr int kOverread = 0;
-  static constexpr bool kParityHalves = false;
   static constexpr int kK = 0;
-  static constexpr int perm(int p) { return p; }
   static Decoded decode_p(const uint8_t* p) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return {_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1))};
