@@ -434,8 +434,8 @@ void prepare(const void* act, int64_t n, void* out) {
 // Scale bytes of the 8 blocks at w, lane j = block j: e0 (elements 0-15) and e1 (16-31; single-scale
 // types: e0 = e1 = e). Two-scale blocks of 8..14 bytes (FP2, FP3): one 16-byte window per pair of blocks
 // ending at the pair's end (block 2i's scale bytes at window bytes 14 − S, 15 − S, block 2i+1's at 14,
-// 15), windows 0, 2 and 1, 3 in the two 128-bit halves, vpshufb to words, vpunpcklqdq: 9 uops where the
-// dword inserts below take 16. Otherwise: the dword ending at each block's last byte, by inserts.
+// 15), windows 0, 2 and 1, 3 in the two 128-bit halves, vpshufb to words, vpunpcklqdq: 9 uops where
+// dword inserts take 16. Otherwise the scale bytes are collected in general-purpose registers.
 template <class T>
 inline void scale_bytes(const uint8_t* w, __m256i& e0, __m256i& e1) {
   constexpr int64_t S = T::kBytes;
@@ -448,10 +448,22 @@ inline void scale_bytes(const uint8_t* w, __m256i& e0, __m256i& e1) {
     const __m256i a = _mm256_shuffle_epi8(A, idx), b = _mm256_shuffle_epi8(B, idx);  // [e0 e0' e1 e1'] per half
     e0 = _mm256_unpacklo_epi64(a, b);
     e1 = _mm256_unpackhi_epi64(a, b);
+  } else if constexpr (T::kTwo) {
+    // The 8 pairs (e0, e1) gathered in two general-purpose registers (the integer pipes are idle here;
+    // dword inserts cost vector shuffles), then e0s and e1s split by one vpshufb.
+    uint64_t lo = 0, hi = 0;
+    for (int j = 0; j < 4; ++j) {
+      lo |= static_cast<uint64_t>(int_at_stride<uint16_t>(w + S - 2, S, j)) << (16 * j);
+      hi |= static_cast<uint64_t>(int_at_stride<uint16_t>(w + S - 2, S, j + 4)) << (16 * j);
+    }
+    const __m128i pairs = _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo));
+    const __m128i split = _mm_shuffle_epi8(pairs, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+    e0 = _mm256_cvtepu8_epi32(split);
+    e1 = _mm256_cvtepu8_epi32(_mm_srli_si128(split, 8));
   } else {
-    const __m256i eb = ints8_avx2([&](int j) { return int_at_stride<uint32_t>(w + S - 4, S, j); });
-    e1 = _mm256_srli_epi32(eb, 24);
-    e0 = T::kTwo ? _mm256_and_si256(_mm256_srli_epi32(eb, 16), _mm256_set1_epi32(0xFF)) : e1;
+    uint64_t e = 0;  // the 8 scale bytes in a general-purpose register, as above
+    for (int j = 0; j < 8; ++j) e |= static_cast<uint64_t>(w[j * S + S - 1]) << (8 * j);
+    e0 = e1 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(e)));
   }
 }
 
