@@ -78,6 +78,46 @@ TEST(FloatTypes, DotMatchesDefinitionAndSimdMatchesScalarBitForBit) {
   DSV4_SKIP_MISSING_SIMD_LEVELS();
 }
 
+// The tile form at every level, called directly with every nr (1..tile_rows) and nc (1..kMaxTileCols):
+// the AVX2 tile splits them into blocks of up to 3 rows x 4 columns (3 + 1 rows as 2 + 2, 5 and 6
+// columns as 3 + 2 and 3 + 3). n: one short span, several spans of 1024 with a masked tail, and a tail only.
+TEST(FloatTypes, TileEveryShapeMatchesScalar) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  const SimdLevel top = detected_simd_level();
+  for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
+    const TypeKernels& k = *type_kernels(t);
+    for (int64_t n : {int64_t{21}, int64_t{160}, int64_t{2100}}) {
+      const int64_t rb = tensor_row_bytes(t, n) + 64, ab = n * 4 + 32;  // strides not the row sizes
+      std::vector<uint8_t> w(static_cast<size_t>(rb * kMaxTileRows));
+      std::vector<float> row(static_cast<size_t>(n)), x(static_cast<size_t>(ab / 4 * kMaxTileCols));
+      for (int r = 0; r < kMaxTileRows; ++r) {
+        for (auto& e : row) e = g(rng);
+        k.quantize_row(row.data(), w.data() + r * rb, n, nullptr);
+      }
+      for (auto& e : x) e = g(rng);
+      for (int level = 1; level <= static_cast<int>(top); ++level) {
+        const VecDotTileFn tile = k.vec_dot_tile[level];
+        if (tile == nullptr) continue;
+        const int max_rows = k.tile_rows[level] > 0 ? k.tile_rows[level] : 4;
+        for (int nr = 1; nr <= max_rows; ++nr)
+          for (int nc = 1; nc <= kMaxTileCols; ++nc) {
+            std::vector<float> out(static_cast<size_t>(nc * max_rows), NAN);
+            tile(n, w.data(), rb, x.data(), ab, nr, nc, out.data(), max_rows);
+            for (int c = 0; c < nc; ++c)
+              for (int r = 0; r < nr; ++r) {
+                const float ref = k.vec_dot[0](n, w.data() + r * rb, x.data() + c * ab / 4);
+                ASSERT_EQ(bits(out[static_cast<size_t>(c * max_rows + r)]), bits(ref))
+                    << tensor_type_name(t) << " n=" << n << " level=" << level << " nr=" << nr << " nc=" << nc
+                    << " r=" << r << " c=" << c;
+              }
+          }
+      }
+    }
+  }
+  DSV4_SKIP_MISSING_SIMD_LEVELS();
+}
+
 TEST(FloatTypes, SpecialValuesPropagateIdentically) {
   const SimdLevel top = detected_simd_level();
   const TypeKernels& k = *type_kernels(TensorType::kF32);
