@@ -20,13 +20,19 @@
 // FP8 (103, levels up to ±128) instead sign-extends both operands to int16 and uses madd.
 //
 // Matrix x vector and matrix x matrix run on prepared activations (below): the integer sums of a block
-// lose the vpmaddubsw by K (a per-half K·Σq computed once per column), FP2 and FP3 get cheaper decoders,
-// small-level types add their pair sums in int16, and a tile decodes each weight block once for up to
-// 8 columns. Measured on a 2-core AMD EPYC (Zen 3) VM, AVX2, `bench kernels`, 4096 x 4096 from DRAM at 2
-// threads, before -> after (same minutes, a busy neighbour): FP2 3.3-3.7 -> 8.0-11.5 GB/s, FP3 4.9 ->
-// 11.4-13.2, FP4 7.2-8.3 -> 8.7-9.5, FP6 6.8-7.4 -> 7.8-8.2; matrix x matrix (64/512 columns) FP2 25-27
-// -> 78-103 GFLOP/s, FP3 22-23 -> 111, FP4 22-32 -> 107-111, FP6 19-20 -> 88-101 (vec_dot per element
-// before).
+// lose the vpmaddubsw by K (a per-half K·Σq computed once per column), FP2, FP3 and FP6 get cheaper
+// decoders, small-level types add their pair sums in int16, scale bytes come by 16-byte windows or
+// general-purpose registers instead of dword inserts, and a tile decodes each weight block once for up to
+// 8 columns. `bench kernels` on a 2-core AMD EPYC (Zen 3) VM, AVX2, 4096 x 4096, the session's first and
+// last binaries interleaved, best of 2 rounds (neighbours busy): one thread on an L2-sized slice, base ->
+// now, FP2 3.9 -> 7.4 GB/s, FP3 5.4 -> 7.3, FP4 9.0 -> 10.9, FP4-fast 9.8 -> 13.9, FP6 8.5 -> 9.2, FP8
+// 11.3 -> 16.9; 2 threads from DRAM (fraction of the read bandwidth measured beside it) FP2 25-31 % ->
+// 45-51 %, FP3 33-37 -> 45-46, FP4 50-63 -> 70-72, FP4-fast 55-65 -> 76-78, FP6 47-51 -> 56-70, FP8 60-67
+// -> 83-102; matrix x matrix (64/512 columns, of a 204 GFLOP/s f32 FMA peak) FP2 50 -> 161 GFLOP/s, FP3
+// 47 -> 152, FP4 62 -> 161, FP4-fast 69 -> 185, FP6 40 -> 111, FP8 43 -> 105 (vec_dot per element before).
+// Where the rest goes (FP2, ~100 instructions per 8 blocks, issue-bound): decode and dots 32, the
+// per-block half sums 26 (without them 0.93 instead of 1.29 ns per block), scales 20, float steps 10.
+
 #include <immintrin.h>
 
 #include <algorithm>
