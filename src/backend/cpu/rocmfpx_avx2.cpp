@@ -475,7 +475,7 @@ inline void scale_bytes(const uint8_t* w, __m256i& e0, __m256i& e1) {
 
 // nr (1..4) rows x C columns of prepared activations (column c at xp + c * x_stride): out[c * out_stride
 // + r] = vec_dot<T>(row r, column c) bit for bit. Per chunk and row the 8 blocks are decoded once, then
-// each column does its integer dots, the chunk's hadd tree and float step into acc[r][c][chunk % 4].
+// each column does its integer dots, the chunk's half sums (half_sums) and float step into acc[r][c][chunk % 4].
 template <class T, int C>
 void rows_cols(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* xp, int64_t x_stride, int nr, float* out,
                int64_t out_stride) {
