@@ -371,7 +371,8 @@ inline void half_sums(const __m256i* p, __m256i& isum0, __m256i& isum1) {
     // vpmaddwd by ones and the two 128-bit halves added.
     __m256i t[4];
     for (int i = 0; i < 4; ++i)
-      t[i] = _mm256_add_epi16(_mm256_unpacklo_epi32(p[2 * i], p[2 * i + 1]), _mm256_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
+      t[i] = _mm256_add_epi16(_mm256_unpacklo_epi32(p[2 * i], p[2 * i + 1]),
+                              _mm256_unpackhi_epi32(p[2 * i], p[2 * i + 1]));
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i a0 = _mm256_madd_epi16(_mm256_unpacklo_epi64(t[0], t[1]), ones);  // half 0 of blocks 0-3
     const __m256i a1 = _mm256_madd_epi16(_mm256_unpackhi_epi64(t[0], t[1]), ones);  // half 1 of blocks 0-3
