@@ -99,10 +99,10 @@ struct Avx2Prepared {
   VecDotRowsFn rows_prepared;
   VecDotTileFn tile;
 };
-#define DSV4_AVX2_PREPARED(ID)                                                                            \
-  Avx2Prepared {                                                                                          \
-    ID == 103 ? prepared_act_bytes_103_avx2 : prepared_act_bytes_avx2, vec_dot_rows_##ID##_avx2,            \
-        prepare_act_##ID##_avx2, vec_dot_rows_prepared_##ID##_avx2, vec_dot_tile_##ID##_avx2                \
+#define DSV4_AVX2_PREPARED(ID)                                                                       \
+  Avx2Prepared {                                                                                     \
+    prepared_act_bytes_##ID##_avx2, vec_dot_rows_##ID##_avx2, prepare_act_##ID##_avx2,                 \
+        vec_dot_rows_prepared_##ID##_avx2, vec_dot_tile_##ID##_avx2                                    \
   }
 
 constexpr TypeKernels make(TensorType t, DequantizeRowFn dq, QuantizeRowFn q, VecDotFn s, VecDotFn a2,

@@ -81,9 +81,8 @@ void vec_dot_rows_107_avx512vbmi(int64_t n, const void* w, int64_t w_stride, con
 // AVX2 prepared-activation forms (rocmfpx_avx2.cpp): prepare_act once per column, then matrix x vector
 // (vec_dot_rows_prepared, row by row) and the tile (4 rows x up to 8 columns, each weight block decoded
 // once for every column); vec_dot_rows_*_avx2 is the unprepared multi-row form (row by row).
-int64_t prepared_act_bytes_avx2(int64_t n);      // every type but 103
-int64_t prepared_act_bytes_103_avx2(int64_t n);  // FP8: its quants widened to int16
 #define DSV4_ROCMFPX_AVX2_PREPARED_DECL(ID)                                                                         \
+  int64_t prepared_act_bytes_##ID##_avx2(int64_t n);                                                              \
   void prepare_act_##ID##_avx2(const void* act, int64_t n, void* out);                                            \
   void vec_dot_rows_##ID##_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out); \
   void vec_dot_rows_prepared_##ID##_avx2(int64_t n, const void* w, int64_t w_stride, const void* prepared, int nr, \

@@ -207,34 +207,84 @@ inline __m256 decode_scales(__m256i e) {
   return _mm256_and_ps(valid, _mm256_min_ps(v, sub));
 }
 
+// Scale bytes of the 8 blocks at w, lane j = block j: e0 (elements 0-15) and e1 (16-31; single-scale
+// types: e0 = e1 = e). Two-scale blocks of 8..14 bytes (FP2, FP3): one 16-byte window per pair of blocks
+// ending at the pair's end (block 2i's scale bytes at window bytes 14 − S, 15 − S, block 2i+1's at 14,
+// 15), windows 0, 2 and 1, 3 in the two 128-bit halves, vpshufb to words, vpunpcklqdq: 9 uops where
+// dword inserts take 16. Otherwise the scale bytes are collected in general-purpose registers.
+template <class T>
+inline void scale_bytes(const uint8_t* w, __m256i& e0, __m256i& e1) {
+  constexpr int64_t S = T::kBytes;
+  if constexpr (T::kTwo && S >= 8 && S <= 14) {
+    auto win = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i * S + 2 * S - 16)); };
+    const __m256i A = _mm256_inserti128_si256(_mm256_castsi128_si256(win(0)), win(2), 1);
+    const __m256i B = _mm256_inserti128_si256(_mm256_castsi128_si256(win(1)), win(3), 1);
+    const __m256i idx = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+        14 - S, -1, -1, -1, 14, -1, -1, -1, 15 - S, -1, -1, -1, 15, -1, -1, -1));
+    const __m256i a = _mm256_shuffle_epi8(A, idx), b = _mm256_shuffle_epi8(B, idx);  // [e0 e0' e1 e1'] per half
+    e0 = _mm256_unpacklo_epi64(a, b);
+    e1 = _mm256_unpackhi_epi64(a, b);
+  } else if constexpr (T::kTwo) {
+    // The 8 pairs (e0, e1) gathered in two general-purpose registers (the integer pipes are idle here;
+    // dword inserts cost vector shuffles), then e0s and e1s split by one vpshufb.
+    uint64_t lo = 0, hi = 0;
+    for (int j = 0; j < 4; ++j) {
+      lo |= static_cast<uint64_t>(int_at_stride<uint16_t>(w + S - 2, S, j)) << (16 * j);
+      hi |= static_cast<uint64_t>(int_at_stride<uint16_t>(w + S - 2, S, j + 4)) << (16 * j);
+    }
+    const __m128i pairs = _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo));
+    const __m128i split = _mm_shuffle_epi8(pairs, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+    e0 = _mm256_cvtepu8_epi32(split);
+    e1 = _mm256_cvtepu8_epi32(_mm_srli_si128(split, 8));
+  } else {
+    uint64_t e = 0;  // the 8 scale bytes in a general-purpose register, as above
+    for (int j = 0; j < 8; ++j) e |= static_cast<uint64_t>(w[j * S + S - 1]) << (8 * j);
+    e0 = e1 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(e)));
+  }
+}
+
+// The decoded scales of the 8 blocks at w (single-scale types: s1 = s0).
+template <class T>
+inline void chunk_scales(const uint8_t* w, __m256& s0, __m256& s1) {
+  __m256i e0, e1;
+  scale_bytes<T>(w, e0, e1);
+  s0 = decode_scales(e0);
+  s1 = T::kTwo ? decode_scales(e1) : s0;
+}
+
+// A chunk's float step, lane j = block j (the order in the file comment): two scales
+// d_x * (s0 * (float)isum0 + s1 * (float)isum1), one (s * d_x) * (float)(isum0 + isum1).
+template <class T>
+inline __m256 chunk_values(__m256 s0, __m256 s1, __m256 dx, __m256i isum0, __m256i isum1) {
+  if constexpr (T::kTwo) {
+    const __m256 t0 = _mm256_mul_ps(s0, _mm256_cvtepi32_ps(isum0));
+    const __m256 t1 = _mm256_mul_ps(s1, _mm256_cvtepi32_ps(isum1));
+    return _mm256_mul_ps(dx, _mm256_add_ps(t0, t1));
+  } else {
+    return _mm256_mul_ps(_mm256_mul_ps(s0, dx), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)));
+  }
+}
+
+// Eight blocks' int32 partial sums (lanes 0-3 half 0, 4-7 half 1) -> lane j of isum0 / isum1 = block
+// j's half-0 / half-1 sum: lane h of r = {Σ v_0 lane h, Σ v_1 lane h, Σ v_2 lane h, Σ v_3 lane h}.
+inline void hadd_halves(const __m256i* v, __m256i& isum0, __m256i& isum1) {
+  const __m256i r0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i r1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  isum0 = _mm256_permute2x128_si256(r0, r1, 0x20);
+  isum1 = _mm256_permute2x128_si256(r0, r1, 0x31);
+}
+
 template <class T>
 [[gnu::always_inline]] inline __m256 chunk(const uint8_t* w, const BlockQ8_0Act* a, __m256 acc) {
   __m256i v[8];
 #pragma GCC unroll 8
   for (int m = 0; m < 8; ++m) v[m] = block_dot<T>(w + m * T::kBytes, a[m].qs);
-  // lane h of r = {Σ v_0 lane h, Σ v_1 lane h, Σ v_2 lane h, Σ v_3 lane h}
-  const __m256i r0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-  const __m256i r1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-  const __m256i isum0 = _mm256_permute2x128_si256(r0, r1, 0x20);
-  const __m256i isum1 = _mm256_permute2x128_si256(r0, r1, 0x31);
-  // The dword ending at each block's last byte (scale byte(s) on top), and the activation scales:
-  // plain loads (cheaper than vpgatherdd here).
-  alignas(32) uint32_t ew[8];
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) std::memcpy(&ew[j], w + j * T::kBytes + T::kBytes - 4, 4);
-  const __m256i eb = load32(ew);
+  __m256i isum0, isum1;
+  hadd_halves(v, isum0, isum1);
   const __m256 dx = _mm256_set_ps(a[7].d, a[6].d, a[5].d, a[4].d, a[3].d, a[2].d, a[1].d, a[0].d);
-  __m256 val;
-  if constexpr (T::kTwo) {
-    const __m256 s0 = decode_scales(_mm256_and_si256(_mm256_srli_epi32(eb, 16), _mm256_set1_epi32(0xFF)));
-    const __m256 s1 = decode_scales(_mm256_srli_epi32(eb, 24));
-    const __m256 t0 = _mm256_mul_ps(s0, _mm256_cvtepi32_ps(isum0));
-    const __m256 t1 = _mm256_mul_ps(s1, _mm256_cvtepi32_ps(isum1));
-    val = _mm256_mul_ps(dx, _mm256_add_ps(t0, t1));
-  } else {
-    const __m256 s = decode_scales(_mm256_srli_epi32(eb, 24));
-    val = _mm256_mul_ps(_mm256_mul_ps(s, dx), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)));
-  }
+  __m256 s0, s1;
+  chunk_scales<T>(w, s0, s1);
+  const __m256 val = chunk_values<T>(s0, s1, dx, isum0, isum1);
   return _mm256_add_ps(acc, val);
 }
 
@@ -383,10 +433,7 @@ inline void half_sums(const __m256i* p, __m256i& isum0, __m256i& isum1) {
   } else if constexpr (kSmallLevels<T>) {
     sum_halves8_i16_avx2(p, isum0, isum1);
   } else {
-    const __m256i r0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-    const __m256i r1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
-    isum0 = _mm256_permute2x128_si256(r0, r1, 0x20);
-    isum1 = _mm256_permute2x128_si256(r0, r1, 0x31);
+    hadd_halves(p, isum0, isum1);
   }
 }
 
@@ -438,42 +485,6 @@ void prepare(const void* act, int64_t n, void* out) {
   }
 }
 
-// Scale bytes of the 8 blocks at w, lane j = block j: e0 (elements 0-15) and e1 (16-31; single-scale
-// types: e0 = e1 = e). Two-scale blocks of 8..14 bytes (FP2, FP3): one 16-byte window per pair of blocks
-// ending at the pair's end (block 2i's scale bytes at window bytes 14 − S, 15 − S, block 2i+1's at 14,
-// 15), windows 0, 2 and 1, 3 in the two 128-bit halves, vpshufb to words, vpunpcklqdq: 9 uops where
-// dword inserts take 16. Otherwise the scale bytes are collected in general-purpose registers.
-template <class T>
-inline void scale_bytes(const uint8_t* w, __m256i& e0, __m256i& e1) {
-  constexpr int64_t S = T::kBytes;
-  if constexpr (T::kTwo && S >= 8 && S <= 14) {
-    auto win = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i * S + 2 * S - 16)); };
-    const __m256i A = _mm256_inserti128_si256(_mm256_castsi128_si256(win(0)), win(2), 1);
-    const __m256i B = _mm256_inserti128_si256(_mm256_castsi128_si256(win(1)), win(3), 1);
-    const __m256i idx = _mm256_broadcastsi128_si256(_mm_setr_epi8(
-        14 - S, -1, -1, -1, 14, -1, -1, -1, 15 - S, -1, -1, -1, 15, -1, -1, -1));
-    const __m256i a = _mm256_shuffle_epi8(A, idx), b = _mm256_shuffle_epi8(B, idx);  // [e0 e0' e1 e1'] per half
-    e0 = _mm256_unpacklo_epi64(a, b);
-    e1 = _mm256_unpackhi_epi64(a, b);
-  } else if constexpr (T::kTwo) {
-    // The 8 pairs (e0, e1) gathered in two general-purpose registers (the integer pipes are idle here;
-    // dword inserts cost vector shuffles), then e0s and e1s split by one vpshufb.
-    uint64_t lo = 0, hi = 0;
-    for (int j = 0; j < 4; ++j) {
-      lo |= static_cast<uint64_t>(int_at_stride<uint16_t>(w + S - 2, S, j)) << (16 * j);
-      hi |= static_cast<uint64_t>(int_at_stride<uint16_t>(w + S - 2, S, j + 4)) << (16 * j);
-    }
-    const __m128i pairs = _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo));
-    const __m128i split = _mm_shuffle_epi8(pairs, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
-    e0 = _mm256_cvtepu8_epi32(split);
-    e1 = _mm256_cvtepu8_epi32(_mm_srli_si128(split, 8));
-  } else {
-    uint64_t e = 0;  // the 8 scale bytes in a general-purpose register, as above
-    for (int j = 0; j < 8; ++j) e |= static_cast<uint64_t>(w[j * S + S - 1]) << (8 * j);
-    e0 = e1 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(e)));
-  }
-}
-
 // nr (1..4) rows x C columns of prepared activations (column c at xp + c * x_stride): out[c * out_stride
 // + r] = vec_dot<T>(row r, column c) bit for bit. Per chunk and row the 8 blocks are decoded once, then
 // each column does its integer dots, the chunk's half sums (half_sums) and float step into acc[r][c][chunk % 4].
@@ -503,10 +514,8 @@ void rows_cols(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* xp,
       typename T::Decoded u[kChunk];
 #pragma GCC unroll 8
       for (int m = 0; m < kChunk; ++m) u[m] = T::decode_p(wc + m * T::kBytes);
-      __m256i e0, e1;
-      scale_bytes<T>(wc, e0, e1);
-      const __m256 s0 = decode_scales(e0);
-      const __m256 s1 = T::kTwo ? decode_scales(e1) : s0;
+      __m256 s0, s1;
+      chunk_scales<T>(wc, s0, s1);
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
         const auto& x = reinterpret_cast<const typename T::Chunk*>(xp + c * x_stride)[ch];
@@ -517,15 +526,7 @@ void rows_cols(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* xp,
         half_sums<T>(p, h0, h1);
         const __m256i isum0 = _mm256_sub_epi32(h0, load32(x.corr0));
         const __m256i isum1 = _mm256_sub_epi32(h1, load32(x.corr1));
-        const __m256 dx = _mm256_load_ps(x.d);
-        __m256 val;
-        if constexpr (T::kTwo) {
-          const __m256 t0 = _mm256_mul_ps(s0, _mm256_cvtepi32_ps(isum0));
-          const __m256 t1 = _mm256_mul_ps(s1, _mm256_cvtepi32_ps(isum1));
-          val = _mm256_mul_ps(dx, _mm256_add_ps(t0, t1));
-        } else {
-          val = _mm256_mul_ps(_mm256_mul_ps(s0, dx), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)));
-        }
+        const __m256 val = chunk_values<T>(s0, s1, _mm256_load_ps(x.d), isum0, isum1);
         acc[r][c][ch & 3] = _mm256_add_ps(acc[r][c][ch & 3], val);
       }
     }
@@ -565,10 +566,8 @@ void rows_unprepared(int64_t n, const void* w, int64_t w_stride, const void* act
 
 }  // namespace
 
-int64_t prepared_act_bytes_avx2(int64_t n) { return prepared_bytes<Fp2Prepared>(n); }
-int64_t prepared_act_bytes_103_avx2(int64_t n) { return prepared_bytes<Fp8Prepared>(n); }
-
 #define DSV4_ROCMFPX_AVX2_PREPARED(ID, PREP, PLAIN)                                                                 \
+  int64_t prepared_act_bytes_##ID##_avx2(int64_t n) { return prepared_bytes<PREP>(n); }                           \
   void prepare_act_##ID##_avx2(const void* act, int64_t n, void* out) { prepare<PREP>(act, n, out); }             \
   void vec_dot_rows_##ID##_avx2(int64_t n, const void* w, int64_t w_stride, const void* act, int nr, float* out) { \
     rows_unprepared<PLAIN>(n, w, w_stride, act, nr, out);                                                         \
