@@ -161,9 +161,10 @@ int run_bench_model(const BenchModelArgs& a) {
               lim->what.c_str());
   std::printf("weights read per decoded token: %.1f MB  (decode roofline %.2f tok/s)\n", bytes_tok / 1e6,
               lim->read_gbps * 1e9 / bytes_tok);
-  std::printf("runs: a short untimed warm-up, then per case %lld untimed and %lld timed runs; each case starts "
+  std::printf("runs: a short untimed warm-up, then per case %lld untimed and %lld timed runs%s; each case starts "
               "from a context of its depth (prefilled untimed); greedy ids chosen on the backend\n",
-              static_cast<long long>(a.warmup), static_cast<long long>(a.repeat));
+              static_cast<long long>(a.warmup), static_cast<long long>(a.repeat),
+              a.timing ? ", then one split by phase (--timing; not a sample)" : "");
   const int64_t max_depth = *std::max_element(a.depths.begin(), a.depths.end());
   const int64_t max_prompt = *std::max_element(a.prompts.begin(), a.prompts.end());
   // The warm-up (a prefill, then a few decoded tokens) and every case (a depth, then a prompt or the
@@ -180,6 +181,9 @@ int run_bench_model(const BenchModelArgs& a) {
   }
 
   std::vector<CaseResult> results;
+  // --timing adds one run per case after the timed ones (phase boundaries drain the device: that run's
+  // speed is not a sample).
+  const int64_t extra = a.timing ? 1 : 0;
   for (int64_t depth : a.depths) {
     sess.reset();
     if (depth > 0) {
@@ -191,10 +195,10 @@ int run_bench_model(const BenchModelArgs& a) {
       const auto toks = random_tokens(np, s.n_vocab, 1);
       std::vector<double> tps;
       sess.clear_times();
-      for (int64_t r = 0; r < a.warmup + a.repeat; ++r) {
+      for (int64_t r = 0; r < a.warmup + a.repeat + extra; ++r) {
         if (Status st = sess.rewind(at_depth); !st.ok()) return fail(st);
-        const bool timed = r >= a.warmup;
-        sess.set_timing(a.timing && r == a.warmup);
+        const bool timed = r >= a.warmup && r < a.warmup + a.repeat;
+        sess.set_timing(a.timing && r == a.warmup + a.repeat);
         const auto t0 = Clock::now();
         if (Status st = prefill(sess, toks, a.chunk); !st.ok()) return fail(st);
         if (timed) tps.push_back(static_cast<double>(np) / secs(t0));
@@ -209,17 +213,17 @@ int run_bench_model(const BenchModelArgs& a) {
       if (a.timing) print_times(sess.times(), "prefill");
     }
     std::vector<double> tps;
-    backend::LaunchStats last_before, last_after;  // over the last run (never a timed-phase one)
+    backend::LaunchStats last_before, last_after;  // over the last timed run
     sess.clear_times();
-    for (int64_t r = 0; r < a.warmup + a.repeat; ++r) {
+    for (int64_t r = 0; r < a.warmup + a.repeat + extra; ++r) {
       if (Status st = sess.rewind(at_depth); !st.ok()) return fail(st);
-      const bool timed = r >= a.warmup;
-      sess.set_timing(a.timing && r == a.warmup);
-      last_before = backend.launch_stats();
+      const bool timed = r >= a.warmup && r < a.warmup + a.repeat;
+      sess.set_timing(a.timing && r == a.warmup + a.repeat);
+      if (timed) last_before = backend.launch_stats();
       const auto t0 = Clock::now();
       if (Status st = decode(sess, a.decode_tokens, 1); !st.ok()) return fail(st);
       if (timed) tps.push_back(static_cast<double>(a.decode_tokens) / secs(t0));
-      last_after = backend.launch_stats();
+      if (timed) last_after = backend.launch_stats();
     }
     sess.set_timing(false);
     const Spread sp = spread(tps);
