@@ -47,10 +47,36 @@ std::string dims(const Tensor& t) {
 // (Q8_0) or 16 (Q8_K) warps. With u set, the element is swiglu_clamp(x[i], u[i], limit). Two jobs per
 // launch (moe: x for the routed and the shared expert's formats, or the two swiglu rows): warps
 // [0, w0) job 0 in format F0, [w0, w0 + w1) job 1 in F1.
+// Prefill jobs (act_warp_blocks: Q8_0, ≥ kActMultiRows rows) give each warp kActWarpBlocks consecutive
+// blocks of a row, all their loads issued before the first block's reductions: one block per warp keeps
+// only 128 bytes in flight per warp and then waits on a chain of shuffles and two divisions. Each block
+// goes through quantize_q8_0_values_warp, as quantize_block_warp's: the same bits. Decode-sized jobs keep
+// a warp per block (more warps for a short row; measured: 16 warps for a decode row were slower).
+constexpr int kActWarpBlocks = 8;
+constexpr int64_t kActMultiRows = 128;
+__host__ __device__ inline int act_warp_blocks(ActFormat format, int64_t rows, int64_t blocks_per_row) {
+  return format == ActFormat::kQ8_0 && rows >= kActMultiRows && blocks_per_row % kActWarpBlocks == 0 ? kActWarpBlocks
+                                                                                                       : 1;
+}
+
 template <ActFormat F>
 __device__ void act_quant_job_warp(const ActQuantJob& j, int64_t gw, int lane) {
   constexpr int64_t kBlock = ActOps<F>::kBlock, kBytes = ActOps<F>::kBytes;
   const int64_t per_row = j.n / kBlock;
+  if constexpr (F == ActFormat::kQ8_0) {
+    if (act_warp_blocks(F, j.rows, per_row) == kActWarpBlocks) {
+      const int64_t first = gw * kActWarpBlocks, r = first / per_row, b0 = first % per_row;
+      const float* g = j.g + r * j.x_stride;
+      const float* u = j.u != nullptr ? j.u + r * j.x_stride : nullptr;
+      float v[kActWarpBlocks];
+#pragma unroll
+      for (int k = 0; k < kActWarpBlocks; ++k) v[k] = qref::finite_or_zero(act_input(g, u, j.limit, (b0 + k) * 32 + lane));
+      uint8_t* dst = static_cast<uint8_t*>(j.dst) + (r * per_row + b0) * kBytes;
+#pragma unroll
+      for (int k = 0; k < kActWarpBlocks; ++k) quantize_q8_0_values_warp(v[k], dst + k * kBytes, lane);
+      return;
+    }
+  }
   const int64_t r = gw / per_row, b = gw % per_row;
   quantize_block_warp<F>(j.g + r * j.x_stride, j.u != nullptr ? j.u + r * j.x_stride : nullptr, j.limit, b,
                          static_cast<uint8_t*>(j.dst) + r * per_row * kBytes + b * kBytes, lane);
@@ -330,8 +356,10 @@ Status check_product(TensorType type, int64_t n) {
 void enqueue_act_quant_jobs(CudaBackend& be, std::span<const ActQuantJob> jobs) {
   for (size_t i = 0; i < jobs.size(); i += 2) {
     ActQuantJob j0 = jobs[i], j1 = i + 1 < jobs.size() ? jobs[i + 1] : ActQuantJob{};
-    const auto blocks = [](const ActQuantJob& j) {
-      return j.format == ActFormat::kF32 || j.rows <= 0 ? int64_t{0} : j.rows * (j.n / act_block(j.format));
+    const auto blocks = [](const ActQuantJob& j) {  // the job's warps
+      if (j.format == ActFormat::kF32 || j.rows <= 0) return int64_t{0};
+      const int64_t per_row = j.n / act_block(j.format);
+      return j.rows * per_row / act_warp_blocks(j.format, j.rows, per_row);
     };
     if (blocks(j0) == 0) std::swap(j0, j1);
     const int64_t w0 = blocks(j0), w1 = blocks(j1);

@@ -348,20 +348,24 @@ __device__ __forceinline__ float act_input(const float* x, const float* u, float
   return u != nullptr ? det::swiglu_clamp(x[i], u[i], limit) : x[i];
 }
 
+// One Q8_0 block from its 32 values, value `lane` in lane `lane` (finite_or_zero already applied).
+__device__ __forceinline__ void quantize_q8_0_values_warp(float v, uint8_t* dst, int lane) {
+  float amax = qref::f32_abs(v);
+  for (int m = 16; m >= 1; m >>= 1) amax = qref::fmax_c(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+  const float d = hd::div(amax, 127.0f);
+  const float id = d != 0.0f ? hd::div(1.0f, d) : 0.0f;
+  auto* out = reinterpret_cast<BlockQ8_0Act*>(dst);
+  float q = qref::round_half_away(v * id);
+  q = qref::fmin_c(127.0f, qref::fmax_c(-127.0f, q));
+  out->qs[lane] = static_cast<int8_t>(q);
+  if (lane == 0) out->d = d;
+}
+
 template <ActFormat F>
 __device__ __forceinline__ void quantize_block_warp(const float* x, const float* u, float limit, int64_t b, uint8_t* dst,
                                                     int lane) {
   if constexpr (F == ActFormat::kQ8_0) {
-    const float v = qref::finite_or_zero(act_input(x, u, limit, b * 32 + lane));
-    float amax = qref::f32_abs(v);
-    for (int m = 16; m >= 1; m >>= 1) amax = qref::fmax_c(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-    const float d = hd::div(amax, 127.0f);
-    const float id = d != 0.0f ? hd::div(1.0f, d) : 0.0f;
-    auto* out = reinterpret_cast<BlockQ8_0Act*>(dst);
-    float q = qref::round_half_away(v * id);
-    q = qref::fmin_c(127.0f, qref::fmax_c(-127.0f, q));
-    out->qs[lane] = static_cast<int8_t>(q);
-    if (lane == 0) out->d = d;
+    quantize_q8_0_values_warp(qref::finite_or_zero(act_input(x, u, limit, b * 32 + lane)), dst, lane);
   } else {
     static_assert(F == ActFormat::kQ8_K, "Q8_0 or Q8_K");
     const int64_t xb = b * 256 + lane * 8;
