@@ -1,6 +1,8 @@
 // base/thread_pool.cpp — persistent pool: workers sleep on a condition variable between jobs.
 #include "base/thread_pool.h"
 
+#include <algorithm>
+
 namespace dsv4 {
 
 int ThreadPool::hardware_threads() {
@@ -22,12 +24,6 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-static void run_share(const RangeFnRef& fn, int64_t n, int t, int n_threads) {
-  const int64_t begin = n * t / n_threads;
-  const int64_t end = n * (t + 1) / n_threads;
-  if (begin < end) fn(begin, end, t);
-}
-
 namespace {
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -39,21 +35,45 @@ inline void cpu_relax() {
 constexpr int kSpinIterations = 4096;
 }  // namespace
 
-void ThreadPool::parallel_for(int64_t n_items, RangeFnRef fn) {
+void ThreadPool::parallel_for(int64_t n_items, RangeFnRef fn) { run(n_items, 0, fn); }
+
+void ThreadPool::parallel_for_chunks(int64_t n_items, int64_t grain, RangeFnRef fn) {
+  run(n_items, grain > 0 ? grain : 1, fn);
+}
+
+void ThreadPool::run_part(int thread) {
+  const RangeFnRef& fn = *job_;
+  const int64_t n = job_items_, grain = job_grain_;
+  if (grain == 0) {
+    const int64_t begin = n * thread / n_threads_, end = n * (thread + 1) / n_threads_;
+    if (begin < end) fn(begin, end, thread);
+    return;
+  }
+  for (;;) {
+    const int64_t k = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+    if (k >= (n + grain - 1) / grain) return;
+    fn(k * grain, std::min(n, (k + 1) * grain), thread);
+  }
+}
+
+void ThreadPool::run(int64_t n_items, int64_t grain, RangeFnRef fn) {
   if (n_items <= 0) return;
-  if (n_threads_ == 1 || n_items == 1) {
-    fn(0, n_items, 0);
+  if (n_threads_ == 1 || n_items == 1 || (grain > 0 && grain >= n_items)) {  // all on this thread
+    const int64_t step = grain > 0 ? grain : n_items;
+    for (int64_t b = 0; b < n_items; b += step) fn(b, std::min(n_items, b + step), 0);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;
     job_items_ = n_items;
+    job_grain_ = grain;
+    next_chunk_.store(0, std::memory_order_relaxed);
     pending_.store(n_threads_ - 1, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
   }
   if (sleepers_.load(std::memory_order_acquire) > 0) start_cv_.notify_all();
-  run_share(fn, n_items, 0, n_threads_);
+  run_part(0);
   for (int spin = 0; spin < kSpinIterations; ++spin) {
     if (pending_.load(std::memory_order_acquire) == 0) break;
     if ((spin & 255) == 255) std::this_thread::yield();
@@ -80,8 +100,6 @@ void ThreadPool::worker_loop(int thread) {
       if ((spin & 255) == 255) std::this_thread::yield();
       cpu_relax();
     }
-    const RangeFnRef* job;
-    int64_t items;
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (!got) {
@@ -91,10 +109,8 @@ void ThreadPool::worker_loop(int thread) {
       }
       if (stop_) return;
       seen = generation_.load(std::memory_order_acquire);
-      job = job_;
-      items = job_items_;
     }
-    run_share(*job, items, thread, n_threads_);
+    run_part(thread);  // job_, job_items_, job_grain_ are stable until every worker has finished
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);
       done_cv_.notify_one();

@@ -52,10 +52,19 @@ class ThreadPool {
   // Allocation-free: fn is referenced, not copied.
   void parallel_for(int64_t n_items, RangeFnRef fn);
 
+  // Calls fn(begin, end, thread) once per chunk [k·grain, min((k + 1)·grain, n_items)), chunks taken in
+  // increasing k by whichever thread is free (an atomic counter): a thread may run several chunks, or
+  // none. For work whose items do not depend on each other or on which thread or call computes them
+  // (matrix rows): a thread that the OS or a neighbour on a shared machine holds back no longer makes
+  // the others wait at the end with their static shares done. Blocks until all are done.
+  void parallel_for_chunks(int64_t n_items, int64_t grain, RangeFnRef fn);
+
   static int hardware_threads();
 
  private:
   void worker_loop(int thread);
+  void run(int64_t n_items, int64_t grain, RangeFnRef fn);
+  void run_part(int thread);  // this thread's static share, or chunks until none is left
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -64,6 +73,8 @@ class ThreadPool {
   std::condition_variable done_cv_;
   const RangeFnRef* job_ = nullptr;
   int64_t job_items_ = 0;
+  int64_t job_grain_ = 0;  // 0: static shares (parallel_for); else chunks of this many items
+  std::atomic<int64_t> next_chunk_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<int> sleepers_{0};  // workers blocked on start_cv_

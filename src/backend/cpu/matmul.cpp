@@ -1,6 +1,9 @@
 // backend/cpu/matmul.cpp — tiling and threading around vec_dot.
 //
-// Rows are split statically over the pool's threads. Inside a thread, rows go in tiles of kRowTile
+// Rows go to the pool's threads in chunks of row_grain() rows, each taken by whichever thread is free
+// (ThreadPool::parallel_for_chunks): on a shared machine a thread held back by a neighbour no longer
+// leaves the other waiting with a static half done, and jobs of a batch whose rows cost differently
+// (IQ2_XXS experts beside a Q8_0 shared expert) balance. Inside a chunk, rows go in tiles of kRowTile
 // (or the tile kernel's rows, if more) and columns in chunks of kColChunk so that a tile of weight
 // rows stays in L1/L2 while it meets every column of the chunk, and a chunk of quantized activations
 // stays in L2. The order in which output elements are produced changes nothing numerically: each is
@@ -15,6 +18,16 @@ namespace {
 
 constexpr int64_t kRowTile = 8;
 constexpr int64_t kColChunk = 16;
+// Chunks of the row loop: about kChunksPerThread per thread, a multiple of kRowGrain rows (whole row
+// tiles of every kernel: 4, 8, 12 and 16 rows).
+constexpr int64_t kChunksPerThread = 16;
+constexpr int64_t kRowGrain = 48;
+
+int64_t row_grain(const CpuContext& ctx, int64_t rows) {
+  const int64_t chunks = kChunksPerThread * ctx.pool->size();
+  const int64_t g = (rows + chunks - 1) / chunks;
+  return (g + kRowGrain - 1) / kRowGrain * kRowGrain;
+}
 
 // Grows buf to at least n bytes (never shrinks: no re-zeroing, no reallocation once warm).
 void grow(std::vector<uint8_t>& buf, int64_t n) {
@@ -165,7 +178,7 @@ Status matmul_quantized(CpuContext& ctx, const TypeKernels& k, const void* w, in
     act = prep;
     a_row_bytes = rk.prep_bytes;
   }
-  ctx.pool->parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
+  ctx.pool->parallel_for_chunks(rows, row_grain(ctx, rows), [&](int64_t r0, int64_t r1, int) {
     run_rows(rk, wb, w_row_bytes, n, act, a_row_bytes, cols, y, rows, r0, r1);
   });
   return ok_status();
@@ -283,7 +296,7 @@ Status matmul_batch(CpuContext& ctx, std::span<const MatmulJob> jobs) {
   } else if (prep_cols > 1) {
     ctx.pool->parallel_for(prep_cols, prepare);
   }
-  ctx.pool->parallel_for(total_rows, [&](int64_t r0, int64_t r1, int) {
+  ctx.pool->parallel_for_chunks(total_rows, row_grain(ctx, total_rows), [&](int64_t r0, int64_t r1, int) {
     for (size_t j = 0; j < jobs.size(); ++j) {
       const Prepared& p = prep[j];
       const MatmulJob& job = jobs[j];

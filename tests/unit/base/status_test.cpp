@@ -1,7 +1,10 @@
 // tests/unit/base/status_test.cpp — Status/Result, the type table, the thread pool, flags.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "base/flags.h"
@@ -58,6 +61,49 @@ TEST(ThreadPool, StaticPartitionCoversEveryItemOnce) {
       for (auto& h : hits) EXPECT_EQ(h.load(), 3);
     }
   }
+}
+
+TEST(ThreadPool, ChunksCoverEveryItemOnceOnGrainBoundaries) {
+  for (int threads : {1, 2, 3, 7}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 2, 5, 100, 1001, 4096}) {
+      for (int64_t grain : {1, 3, 48, 100, 5000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int> bad_range{0}, bad_thread{0};
+        for (int rep = 0; rep < 3; ++rep) {
+          pool.parallel_for_chunks(n, grain, [&](int64_t b, int64_t e, int t) {
+            // [b, e) is one chunk: it starts on a multiple of grain and ends at the next one or at n.
+            if (b % grain != 0 || e != std::min(n, b + grain) || b >= e) bad_range++;
+            if (t < 0 || t >= threads) bad_thread++;
+            for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+          });
+        }
+        EXPECT_EQ(bad_range.load(), 0) << "threads " << threads << " n " << n << " grain " << grain;
+        EXPECT_EQ(bad_thread.load(), 0);
+        for (auto& h : hits) EXPECT_EQ(h.load(), 3);
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, ChunksGoToTheFreeThreads) {
+  // The first chunk to start holds its thread until the other thread has done the other 63 items (or 10 s
+  // pass): only chunks taken by whichever thread is free get there (a static split would leave the held
+  // thread's half undone until it returns).
+  ThreadPool pool(2);
+  std::atomic<int> held{-1}, by_others{0}, items{0};
+  pool.parallel_for_chunks(64, 1, [&](int64_t b, int64_t e, int t) {
+    int none = -1;
+    if (held.compare_exchange_strong(none, t)) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (by_others.load() < 63 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    } else if (t != held.load()) {
+      by_others += static_cast<int>(e - b);
+    }
+    items += static_cast<int>(e - b);
+  });
+  EXPECT_EQ(items.load(), 64);
+  EXPECT_EQ(by_others.load(), 63);
 }
 
 TEST(Flags, RegistryOverridesDefaults) {
