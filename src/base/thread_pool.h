@@ -58,6 +58,13 @@ class ThreadPool {
   // (matrix rows): a thread that the OS or a neighbour on a shared machine holds back no longer makes
   // the others wait at the end with their static shares done. Blocks until all are done.
   void parallel_for_chunks(int64_t n_items, int64_t grain, RangeFnRef fn);
+  // A grain for parallel_for_chunks: about chunks_per_thread chunks per thread, rounded up to a multiple of
+  // `multiple` items.
+  int64_t chunk_grain(int64_t n_items, int64_t chunks_per_thread, int64_t multiple = 1) const {
+    const int64_t chunks = chunks_per_thread * n_threads_;
+    const int64_t g = (n_items + chunks - 1) / chunks;
+    return g <= 0 ? multiple : (g + multiple - 1) / multiple * multiple;
+  }
 
   static int hardware_threads();
 

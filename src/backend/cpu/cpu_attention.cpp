@@ -98,8 +98,9 @@ void CpuBackend::indexer_topk(const Tensor& qI, const Tensor& g, float gscale0, 
     for (int64_t h = 0; h < nI; ++h) gs[h] = (gt[h] * gscale0) * gscale1;
     float* score = grow(score_, nv);
     const float* qt = row(qI, t);
-    // Entries split over the pool: each score is one thread's fma chain over heads.
-    pool_.parallel_for(nv, [&](int64_t w0, int64_t w1, int) {
+    // Entries split over the pool in chunks (whichever thread is free): each score is one thread's fma
+    // chain over heads.
+    pool_.parallel_for_chunks(nv, pool_.chunk_grain(nv, 8, 16), [&](int64_t w0, int64_t w1, int) {
       for (int64_t w = w0; w < w1; ++w) {
         const float* k = row(keys, w);
         float s = 0.0f;
@@ -185,7 +186,9 @@ void CpuBackend::attention(const backend::AttentionArgs& a) {
   // head's arithmetic is the same whichever item holds it.
   constexpr int64_t kHeadGroup = kMaxTileCols;
   const int64_t groups = (H + kHeadGroup - 1) / kHeadGroup;
-  pool_.parallel_for(n * groups, [&](int64_t b, int64_t e, int thread) {
+  // Items in chunks taken by whichever thread is free: a prefill chunk's later tokens see more keys (and a
+  // static split gave them all to the last thread).
+  pool_.parallel_for_chunks(n * groups, pool_.chunk_grain(n * groups, 8), [&](int64_t b, int64_t e, int thread) {
     ThreadScratch& ts = thread_scratch_[static_cast<size_t>(thread)];
     for (int64_t item = b; item < e; ++item) {
       const int64_t t = item / groups, h0 = (item % groups) * kHeadGroup, Hg = std::min(kHeadGroup, H - h0);

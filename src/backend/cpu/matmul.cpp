@@ -23,11 +23,7 @@ constexpr int64_t kColChunk = 16;
 constexpr int64_t kChunksPerThread = 16;
 constexpr int64_t kRowGrain = 48;
 
-int64_t row_grain(const CpuContext& ctx, int64_t rows) {
-  const int64_t chunks = kChunksPerThread * ctx.pool->size();
-  const int64_t g = (rows + chunks - 1) / chunks;
-  return (g + kRowGrain - 1) / kRowGrain * kRowGrain;
-}
+int64_t row_grain(const CpuContext& ctx, int64_t rows) { return ctx.pool->chunk_grain(rows, kChunksPerThread, kRowGrain); }
 
 // Grows buf to at least n bytes (never shrinks: no re-zeroing, no reallocation once warm).
 void grow(std::vector<uint8_t>& buf, int64_t n) {
