@@ -1,8 +1,9 @@
-// base/thread_pool.h — a persistent worker pool with static partitioning.
+// base/thread_pool.h — a persistent worker pool: static partitioning, or chunks taken on demand.
 //
-// Created once (per engine), used by every CPU kernel. Work of n items is split into contiguous
-// equal ranges: thread i gets [n*i/T, n*(i+1)/T). Results never depend on the thread count because
-// every kernel computes each output element entirely inside one item, in a fixed order.
+// Created once (per engine), used by every CPU kernel. parallel_for splits work of n items into contiguous
+// equal ranges: thread i gets [n*i/T, n*(i+1)/T); parallel_for_chunks hands out fixed chunks to whichever
+// thread is free. Results never depend on the thread count or on who ran what because every kernel
+// computes each output element entirely inside one item, in a fixed order.
 //
 // The calling thread takes part as thread 0. Not re-entrant: one run() at a time per pool.
 // Dispatch latency matters (decode issues hundreds of small kernels per token), so workers spin
