@@ -186,6 +186,15 @@ void CpuBackend::attention(const backend::AttentionArgs& a) {
   // head's arithmetic is the same whichever item holds it.
   constexpr int64_t kHeadGroup = kMaxTileCols;
   const int64_t groups = (H + kHeadGroup - 1) / kHeadGroup;
+  // Every thread's scratch sized for the most keys any item can see, before the items: chunks go to
+  // whichever thread is free, so which thread meets the largest item differs from call to call, and a
+  // decode step must not allocate once warm.
+  const int64_t max_keys = std::min(W, p0 + n) + (csa ? a.comp_index.ne[0] : has_comp ? (p0 + n) / a.ratio : 0);
+  for (ThreadScratch& ts : thread_scratch_) {
+    ts.keys.reserve(static_cast<size_t>(max_keys));
+    grow(ts.p, std::min(kHeadGroup, H) * max_keys);
+    grow(ts.den, std::min(kHeadGroup, H));
+  }
   // Items in chunks taken by whichever thread is free: a prefill chunk's later tokens see more keys (and a
   // static split gave them all to the last thread).
   pool_.parallel_for_chunks(n * groups, pool_.chunk_grain(n * groups, 8), [&](int64_t b, int64_t e, int thread) {
