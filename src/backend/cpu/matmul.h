@@ -84,7 +84,7 @@ struct MatmulJob {
 };
 
 // Every job as matmul would compute it (same bits), in one pass over the pool: the jobs' rows are
-// concatenated and split statically over the threads, so many small matrices (experts, output
+// concatenated and handed to the threads in chunks (matmul.cpp), so many small matrices (experts, output
 // groups, projections sharing an input) cost one dispatch instead of one each. Jobs whose x, n,
 // x_stride, cols and activation format agree share one quantized activation. No job's y may
 // overlap any job's x.
