@@ -337,7 +337,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->add_option("--warmup", margs->warmup, "untimed runs per case before the timed ones")
       ->capture_default_str()
       ->check(CLI::Range(0, 100));
-  bench->add_flag("--timing", margs->timing, "per-phase time per token (HC, attention, compressor+indexer, MoE, head)");
+  bench->add_flag("--timing", margs->timing,
+                  "per-phase time per token (HC, attention, compressor+indexer, MoE, head), from one more run per "
+                  "case after the timed ones (not a sample)");
   bench->callback([bench, margs, &exit_code] {
     if (!bench->get_subcommands().empty()) return;
     if (margs->model.empty()) {
