@@ -190,11 +190,7 @@ void CpuBackend::attention(const backend::AttentionArgs& a) {
   // whichever thread is free, so which thread meets the largest item differs from call to call, and a
   // decode step must not allocate once warm.
   const int64_t max_keys = std::min(W, p0 + n) + (csa ? a.comp_index.ne[0] : has_comp ? (p0 + n) / a.ratio : 0);
-  for (ThreadScratch& ts : thread_scratch_) {
-    ts.keys.reserve(static_cast<size_t>(max_keys));
-    grow(ts.p, std::min(kHeadGroup, H) * max_keys);
-    grow(ts.den, std::min(kHeadGroup, H));
-  }
+  grow_thread_scratch(std::min(kHeadGroup, H), max_keys);
   // Items in chunks taken by whichever thread is free: a prefill chunk's later tokens see more keys (and a
   // static split gave them all to the last thread).
   pool_.parallel_for_chunks(n * groups, pool_.chunk_grain(n * groups, 8), [&](int64_t b, int64_t e, int thread) {

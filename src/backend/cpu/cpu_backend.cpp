@@ -76,14 +76,18 @@ bool CpuBackend::supports(backend::Op op, TensorType type) const {
   }
 }
 
+void CpuBackend::grow_thread_scratch(int64_t heads, int64_t keys) {
+  for (ThreadScratch& ts : thread_scratch_) {
+    grow(ts.p, heads * keys);
+    grow(ts.den, heads);
+    ts.keys.reserve(static_cast<size_t>(keys));
+  }
+}
+
 Status CpuBackend::reserve(const backend::StepBounds& b) {
   if (b.tokens < 0 || b.heads < 0 || b.keys < 0 || b.index_entries < 0) return invalid_argument("reserve: negative bounds");
   try {
-    for (ThreadScratch& ts : thread_scratch_) {  // attention: one query's scores and key rows per thread
-      grow(ts.p, b.heads * b.keys);
-      grow(ts.den, b.heads);
-      ts.keys.reserve(static_cast<size_t>(b.keys));
-    }
+    grow_thread_scratch(b.heads, b.keys);  // attention: one query's scores and key rows per thread
     grow(score_, b.index_entries);  // indexer_topk: one query's scores and their order
     grow(order_, b.index_entries);
   } catch (const std::bad_alloc&) {

@@ -134,6 +134,8 @@ class CpuBackend final : public backend::Backend {
     std::vector<const float*> keys;
   };
   std::vector<ThreadScratch> thread_scratch_;
+  // Every thread's attention scratch for `heads` heads × `keys` keys (grow-only; may throw bad_alloc).
+  void grow_thread_scratch(int64_t heads, int64_t keys);
 };
 
 }  // namespace dsv4::cpu
